@@ -1,0 +1,252 @@
+"""The pytest plugin: options, readiness before the run, skips, report hooks.
+
+Only wiring lives here; the work is in plain modules (readiness, profiles,
+clients, reporting) that are tested without pytest.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import urllib.parse
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine_acceptance import reporting
+from engine_acceptance.client import ClientTimeouts
+from engine_acceptance.expectations import ExpectedFailure, load_expectations, matching_records
+from engine_acceptance.profiles import (
+    ProfileError,
+    available_profiles,
+    choose_model_profile,
+    load_engine_profile,
+)
+from engine_acceptance.readiness import EngineUnavailable, detect_engine, wait_until_ready
+from engine_acceptance.session import AcceptanceSession, ReferenceTarget
+
+__all__ = ["ENGINE_UNAVAILABLE_EXIT_CODE", "session_key"]
+
+# Distinct from pytest's own codes (0-5) so a pipeline can tell "engine down" from "tests failed".
+ENGINE_UNAVAILABLE_EXIT_CODE = 6
+ENGINE_KINDS = ("auto", "vllm", "sglang", "generic")
+CONVENTIONS = ("vllm", "sglang")
+WORKER_INPUT_KEY = "engine_acceptance_session"
+
+session_key = pytest.StashKey[AcceptanceSession]()
+_expectations_key = pytest.StashKey[list[ExpectedFailure]]()
+_reference_key = pytest.StashKey[Any]()
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("engine-acceptance", "Engine acceptance")
+    group.addoption("--engine-url", default=None,
+                    help="Base URL of the engine under test, e.g. http://host:30000 (default: start the built-in "
+                         "reference engine)")
+    group.addoption("--api-key", default=None,
+                    help="API key sent as a Bearer token (default: the ENGINE_API_KEY environment variable)")
+    group.addoption("--model", default=None, help="Served model name to test (default: the only listed model)")
+    group.addoption("--engine", default="auto", help=f"Engine kind, one of {', '.join(ENGINE_KINDS)} (default: auto)")
+    group.addoption("--profile", default=None,
+                    help="Model profile name or YAML path (default: the profile whose match fits the model, "
+                         "else generic)")
+    group.addoption("--connect-timeout", type=float, default=10.0, help="Seconds to open a connection (default: 10)")
+    group.addoption("--idle-timeout", type=float, default=60.0,
+                    help="Seconds of silence allowed between two chunks of a reply (default: 60)")
+    group.addoption("--request-timeout", type=float, default=300.0,
+                    help="Seconds for one whole request (default: 300)")
+    group.addoption("--readiness-timeout", type=float, default=60.0,
+                    help="Seconds to wait for /health to answer 200 before the run (default: 60)")
+    group.addoption("--startup-timeout", type=float, default=0.0,
+                    help="Seconds to keep retrying while nothing listens at the URL, for engines still "
+                         "starting (default: 0, fail at once)")
+    group.addoption("--expectations", action="append", default=None, metavar="FILE",
+                    help="Expected-failure record file (repeatable; default: every file in fixtures/expectations)")
+    group.addoption("--convention", default="vllm",
+                    help="Built-in reference engine only: imitate vllm or sglang (default: vllm)")
+    group.addoption("--inject", action="append", default=[], metavar="DEFECT",
+                    help="Built-in reference engine only: inject a defect (repeatable)")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    if config.option.help or config.option.version:
+        return
+    try:
+        paths = [Path(p) for p in config.option.expectations] if config.option.expectations else None
+        config.stash[_expectations_key] = load_expectations(paths)
+    except ProfileError as exc:
+        raise pytest.UsageError(f"--expectations: {exc}") from exc
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None:
+        if WORKER_INPUT_KEY in workerinput:
+            config.stash[session_key] = AcceptanceSession.from_dict(workerinput[WORKER_INPUT_KEY])
+        return
+    if config.pluginmanager.hasplugin("xdist"):
+        config.pluginmanager.register(_XdistHooks(), "engine-acceptance-xdist")
+    options = _validated_options(config)
+    if config.option.collectonly:
+        return
+    try:
+        config.stash[session_key] = _prepare_session(config, options)
+    except EngineUnavailable as exc:
+        pytest.exit(f"engine-acceptance: {exc}", returncode=ENGINE_UNAVAILABLE_EXIT_CODE)
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    reference = config.stash.get(_reference_key, None)
+    if reference is not None:
+        reference.stop()
+
+
+def _validated_options(config: pytest.Config) -> dict[str, Any]:
+    opt = config.option
+    url = opt.engine_url
+    if url is not None:
+        parsed = urllib.parse.urlsplit(url)
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise pytest.UsageError(f"--engine-url: {url!r} is not an http(s) URL like http://host:30000")
+        try:
+            parsed.port
+        except ValueError:
+            raise pytest.UsageError(f"--engine-url: {url!r} has an invalid port") from None
+        if parsed.username or parsed.password:
+            raise pytest.UsageError("--engine-url: put credentials in --api-key, not in the URL")
+        if opt.inject or opt.convention != "vllm":
+            raise pytest.UsageError("--inject and --convention apply to the built-in reference engine only; "
+                                    "drop them or drop --engine-url")
+        url = url.rstrip("/")
+        if url.endswith("/v1"):
+            url = url[: -len("/v1")]
+    if opt.engine not in ENGINE_KINDS:
+        raise pytest.UsageError(f"--engine: {opt.engine!r} is not one of {', '.join(ENGINE_KINDS)}")
+    if opt.convention not in CONVENTIONS:
+        raise pytest.UsageError(f"--convention: {opt.convention!r} is not one of {', '.join(CONVENTIONS)}")
+    from engine_acceptance.reference_engine.defects import DEFECTS
+
+    for defect in opt.inject:
+        if defect not in DEFECTS:
+            raise pytest.UsageError(f"--inject: unknown defect {defect!r}; known: {', '.join(sorted(DEFECTS))}")
+    for name in ("connect_timeout", "idle_timeout", "request_timeout", "readiness_timeout"):
+        if getattr(opt, name) <= 0:
+            raise pytest.UsageError(f"--{name.replace('_', '-')}: {getattr(opt, name)!r} must be a positive number")
+    if opt.startup_timeout < 0:
+        raise pytest.UsageError(f"--startup-timeout: {opt.startup_timeout!r} must be zero or positive")
+    try:
+        engine_profiles = [load_engine_profile(name) for name in available_profiles("engines")]
+        if opt.profile:
+            choose_model_profile("", opt.profile)
+    except ProfileError as exc:
+        raise pytest.UsageError(f"--profile: {exc}" if opt.profile else str(exc)) from exc
+    return {
+        "url": url,
+        "api_key": opt.api_key or os.environ.get("ENGINE_API_KEY") or None,
+        "engine_profiles": engine_profiles,
+        "timeouts": ClientTimeouts(connect=opt.connect_timeout, idle=opt.idle_timeout, total=opt.request_timeout),
+    }
+
+
+def _prepare_session(config: pytest.Config, options: dict[str, Any]) -> AcceptanceSession:
+    opt = config.option
+    reference: ReferenceTarget | None = None
+    url = options["url"]
+    if url is None:
+        from engine_acceptance.reference_engine.launcher import start_reference_engine
+
+        try:
+            running = start_reference_engine(
+                convention=opt.convention, api_key=options["api_key"], defects=tuple(opt.inject)
+            )
+        except RuntimeError as exc:
+            raise EngineUnavailable(f"the built-in reference engine did not start: {exc}") from exc
+        config.stash[_reference_key] = running
+        url = running.url
+        reference = ReferenceTarget(opt.convention, tuple(opt.inject), str(getattr(running, "log_path", "")) or None)
+
+    def progress(message: str) -> None:
+        sys.stderr.write(f"engine-acceptance: {message}\n")
+        sys.stderr.flush()
+
+    ready_after = wait_until_ready(
+        url,
+        readiness_timeout=opt.readiness_timeout,
+        startup_timeout=opt.startup_timeout,
+        probe_timeout=opt.connect_timeout,
+        progress=progress,
+    )
+    engine = detect_engine(
+        url,
+        api_key=options["api_key"],
+        requested_kind=opt.engine,
+        requested_model=opt.model,
+        engine_profiles=options["engine_profiles"],
+        probe_timeout=max(opt.connect_timeout, 10.0),
+    )
+    engine.ready_after_s = ready_after
+    engine_profile = next(p for p in options["engine_profiles"] if p.name == engine.kind)
+    try:
+        model_profile = choose_model_profile(engine.model, opt.profile)
+    except ProfileError as exc:
+        raise pytest.UsageError(str(exc)) from exc
+    return AcceptanceSession(
+        engine=engine,
+        engine_profile=engine_profile,
+        model_profile=model_profile,
+        api_key=options["api_key"],
+        timeouts=options["timeouts"],
+        reference=reference,
+    )
+
+
+class _XdistHooks:
+    """Registered only when pytest-xdist is present: hands the session to workers."""
+
+    @pytest.hookimpl
+    def pytest_configure_node(self, node: Any) -> None:
+        session = node.config.stash.get(session_key, None)
+        if session is not None:
+            node.workerinput[WORKER_INPUT_KEY] = session.to_dict()
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    session = config.stash.get(session_key, None)
+    if session is None:
+        return []
+    lines = [f"engine-acceptance: {session.describe()}"]
+    if session.reference:
+        lines = reporting.reference_banner(session) + lines
+    return lines
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip checks whose capability the model profile lacks; mark known defects as strict xfails."""
+    session = config.stash.get(session_key, None)
+    if session is None:
+        return
+    records = config.stash.get(_expectations_key, [])
+    for item in items:
+        for marker in item.iter_markers("requires"):
+            for capability in marker.args:
+                if not session.model_profile.has(capability):
+                    item.add_marker(pytest.mark.skip(reason=session.model_profile.lacks_reason(capability)))
+        known = matching_records(records, item.nodeid, engine=session.engine.kind,
+                                 version=session.engine.version, model=session.engine.model)
+        if known:
+            item.add_marker(pytest.mark.xfail(strict=True, reason=" | ".join(r.xfail_reason() for r in known)))
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    config = session.config
+    state = config.stash.get(session_key, None)
+    if state is None or hasattr(config, "workerinput"):
+        return
+    alluredir = getattr(config.option, "allure_report_dir", None)
+    if alluredir:
+        reporting.write_environment(alluredir, state.environment())
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    state = config.stash.get(session_key, None)
+    if state is not None and state.reference:
+        for line in reporting.reference_banner(state):
+            terminalreporter.write_line(line, yellow=True, bold=True)

@@ -1,0 +1,116 @@
+"""Command line: run the reference engine as a real HTTP server.
+
+    python -m engine_acceptance.reference_engine --port 0 [--convention sglang]
+        [--api-key K] [--inject DEFECT ...] [--model NAME] [--max-model-len N]
+
+Once bound it prints exactly one line to stdout, flushed, which the launcher
+waits for: `engine-acceptance reference engine listening on http://HOST:PORT`.
+The API key may come from $REFERENCE_ENGINE_API_KEY instead of argv, so it never
+shows in process listings. An unknown defect name exits with code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+import sys
+from collections.abc import Sequence
+
+from aiohttp import web
+
+from .config import DEFAULT_MAX_MODEL_LEN, DEFAULT_MODEL, LatencyModel, ReferenceEngineConfig
+from .conventions import CONVENTIONS
+from .defects import DEFECTS, UnknownDefectError, validate_defects
+from .launcher import API_KEY_ENV, LISTENING_PREFIX
+from .server import build_app
+
+__all__ = ["main", "parse_args"]
+
+# Open streams get this long to finish after SIGTERM before they are cut.
+SHUTDOWN_TIMEOUT_S = 2.0
+
+
+def _defect_help() -> str:
+    return "; ".join(f"{name}: {text}" for name, text in DEFECTS.items())
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="python -m engine_acceptance.reference_engine",
+        description="Built-in OpenAI-compatible reference engine (imitates vLLM or SGLang)",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="Address to bind")
+    parser.add_argument("--port", type=int, default=8000, help="Port to bind; 0 picks a free one")
+    parser.add_argument("--convention", choices=sorted(CONVENTIONS), default="vllm",
+                        help="Engine whose API conventions to imitate")
+    parser.add_argument("--api-key", default=None,
+                        help=f"Require 'Authorization: Bearer KEY' (default: ${API_KEY_ENV})")
+    parser.add_argument("--inject", nargs="+", action="extend", default=[], metavar="DEFECT",
+                        help=f"Defects to inject: {_defect_help()}")
+    parser.add_argument("--model", default=DEFAULT_MODEL, help="Served model name")
+    parser.add_argument("--max-model-len", type=int, default=DEFAULT_MAX_MODEL_LEN,
+                        help="Context length in tokens")
+    parser.add_argument("--ttft-ms", type=float, default=LatencyModel.ttft_ms,
+                        help="Time to first token in milliseconds")
+    parser.add_argument("--tpot-ms", type=float, default=LatencyModel.tpot_ms,
+                        help="Time per output token in milliseconds")
+    parser.add_argument("--access-log", action="store_true", help="Log every request to stderr")
+    return parser.parse_args(argv)
+
+
+def _format_url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+async def _serve(config: ReferenceEngineConfig, host: str, port: int, access_log: bool) -> None:
+    runner = web.AppRunner(
+        build_app(config),
+        access_log=logging.getLogger("aiohttp.access") if access_log else None,
+        shutdown_timeout=SHUTDOWN_TIMEOUT_S,
+    )
+    await runner.setup()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        # A large backlog: xdist workers open many connections at once.
+        site = web.TCPSite(runner, host, port, backlog=1024)
+        await site.start()
+        bound_port = runner.addresses[0][1]
+        print(f"{LISTENING_PREFIX}{_format_url(host, bound_port)}", flush=True)
+        await stop.wait()
+    finally:
+        await runner.cleanup()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(argv)
+    try:
+        defects = validate_defects(args.inject)
+    except UnknownDefectError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = ReferenceEngineConfig(
+            convention=args.convention,
+            api_key=args.api_key or os.environ.get(API_KEY_ENV) or None,
+            defects=defects,
+            model=args.model,
+            max_model_len=args.max_model_len,
+            latency=LatencyModel(ttft_ms=args.ttft_ms, tpot_ms=args.tpot_ms),
+        )
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    asyncio.run(_serve(config, args.host, args.port, args.access_log))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,74 @@
+"""Configuration of the reference engine: which engine it imitates, what it injects.
+
+One frozen dataclass, validated on construction, so the CLI, the launcher and the
+in-process tests all build the same object and an invalid setting fails early.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .conventions import CONVENTIONS
+from .defects import validate_defects
+
+__all__ = ["DEFAULT_MAX_MODEL_LEN", "DEFAULT_MODEL", "LatencyModel", "ReferenceEngineConfig"]
+
+DEFAULT_MODEL = "reference-model"
+DEFAULT_MAX_MODEL_LEN = 32768
+
+
+@dataclass(frozen=True)
+class LatencyModel:
+    """How long generation takes, so streams have real gaps between chunks.
+
+    The defaults are small: functional tests stay fast, yet time-to-first-token and
+    time-per-output-token are measurable and non-zero.
+    """
+
+    ttft_ms: float = 2.0
+    tpot_ms: float = 1.0
+    # Prefill cost grows with the prompt; zero by default so long-context tests are
+    # not slowed down unless a throughput run asks for realism.
+    prefill_ms_per_1k_tokens: float = 0.0
+
+    def __post_init__(self) -> None:
+        for name in ("ttft_ms", "tpot_ms", "prefill_ms_per_1k_tokens"):
+            value = getattr(self, name)
+            if value < 0:
+                raise ValueError(f"LatencyModel.{name} must be >= 0, got {value}")
+
+    def ttft_seconds(self, prompt_tokens: int) -> float:
+        """Delay before the first output token for a prompt of this length."""
+        return (self.ttft_ms + self.prefill_ms_per_1k_tokens * prompt_tokens / 1000.0) / 1000.0
+
+
+@dataclass(frozen=True)
+class ReferenceEngineConfig:
+    """Everything that decides how the reference engine answers."""
+
+    convention: str = "vllm"
+    api_key: str | None = None
+    defects: frozenset[str] = field(default_factory=frozenset)
+    model: str = DEFAULT_MODEL
+    max_model_len: int = DEFAULT_MAX_MODEL_LEN
+    latency: LatencyModel = field(default_factory=LatencyModel)
+    # Tokens per streamed delta: a few tokens per chunk, like a detokenizer that
+    # flushes on whole characters, keeps event counts realistic but bounded.
+    stream_chunk_tokens: int = 4
+
+    def __post_init__(self) -> None:
+        if self.convention not in CONVENTIONS:
+            raise ValueError(
+                f"unknown convention {self.convention!r}; valid: {', '.join(sorted(CONVENTIONS))}"
+            )
+        # Accept any iterable of names but store the validated frozenset.
+        object.__setattr__(self, "defects", validate_defects(self.defects))
+        if self.max_model_len < 1:
+            raise ValueError(f"max_model_len must be >= 1, got {self.max_model_len}")
+        if self.stream_chunk_tokens < 1:
+            raise ValueError(f"stream_chunk_tokens must be >= 1, got {self.stream_chunk_tokens}")
+        if not self.model:
+            raise ValueError("model name must not be empty")
+        if self.api_key == "":
+            # An empty key would silently disable auth while looking configured.
+            raise ValueError("api_key must be None or a non-empty string")

@@ -1,0 +1,119 @@
+"""Turning an answer into generated tokens: the output budget, finish reason and counts.
+
+A real engine generates `<think>` reasoning `</think>` answer `<eos>` token by token,
+stops at EOS or at `max_tokens`, and a reasoning parser splits the text again. This
+module does the same with the reference tokenizer, so `completion_tokens`, the
+`length` finish reason and a reply cut inside its reasoning all behave like a real
+engine's.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, replace
+
+from .tokenizer import ReferenceTokenizer
+
+__all__ = [
+    "COMPLETION_FILLER",
+    "COMPLETION_NATURAL_TEXT",
+    "Generation",
+    "Piece",
+    "THINK_CLOSE",
+    "THINK_OPEN",
+    "generate_chat",
+    "generate_completion",
+    "split_pieces",
+]
+
+# Public: the reasoning-leak defect writes these markers into content.
+THINK_OPEN = "<think>"
+THINK_CLOSE = "</think>"
+
+# Continuation used by /v1/completions: the model "stops" after this sentence.
+COMPLETION_NATURAL_TEXT = " and the reference engine ends its continuation here."
+# Repeated for `ignore_eos`; ASCII, so every character is exactly one token.
+COMPLETION_FILLER = " the quick brown fox jumps over the lazy dog"
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One generated reply, already split into reasoning and content."""
+
+    reasoning: str | None
+    content: str
+    finish_reason: str
+    completion_tokens: int
+
+    def with_content(self, content: str) -> Generation:
+        return replace(self, content=content)
+
+
+def _budget(ids: list[int], max_tokens: int) -> tuple[list[int], str]:
+    if len(ids) > max_tokens:
+        return ids[:max_tokens], "length"
+    return ids, "stop"
+
+
+def generate_chat(
+    reasoning: str | None, answer: str, *, max_tokens: int, tokenizer: ReferenceTokenizer
+) -> Generation:
+    """Generate `reasoning` and `answer` within `max_tokens` (EOS counted, like vLLM)."""
+    raw = answer if reasoning is None else f"{THINK_OPEN}\n{reasoning}\n{THINK_CLOSE}\n\n{answer}"
+    ids, finish = _budget(tokenizer.encode(raw) + [tokenizer.eos_token_id], max_tokens)
+    text = tokenizer.decode(i for i in ids if i != tokenizer.eos_token_id)
+    if reasoning is None:
+        return Generation(None, text, finish, len(ids))
+    # The reasoning parser's view: everything between the markers is reasoning,
+    # and a reply cut before the closing marker has no content at all.
+    body = text.removeprefix(THINK_OPEN)
+    if THINK_CLOSE in body:
+        thought, _, content = body.partition(THINK_CLOSE)
+        return Generation(thought.strip("\n"), content.lstrip("\n"), finish, len(ids))
+    return Generation(body.lstrip("\n"), "", finish, len(ids))
+
+
+def generate_completion(
+    *, max_tokens: int, ignore_eos: bool, tokenizer: ReferenceTokenizer
+) -> Generation:
+    """A plain-text continuation: exactly `max_tokens` with `ignore_eos`, else a
+    short sentence ending in EOS (cut at `max_tokens`)."""
+    if ignore_eos:
+        text = "".join(itertools.islice(itertools.cycle(COMPLETION_FILLER), max_tokens))
+        return Generation(None, text, "length", tokenizer.count(text))
+    ids, finish = _budget(
+        tokenizer.encode(COMPLETION_NATURAL_TEXT) + [tokenizer.eos_token_id], max_tokens
+    )
+    text = tokenizer.decode(i for i in ids if i != tokenizer.eos_token_id)
+    return Generation(None, text, finish, len(ids))
+
+
+@dataclass(frozen=True)
+class Piece:
+    """One streamed delta: which field it extends ("reasoning" or "content"),
+    its text, and how many tokens it stands for (for pacing)."""
+
+    kind: str
+    text: str
+    tokens: int
+
+
+def split_pieces(text: str, *, kind: str, tokens_per_piece: int) -> list[Piece]:
+    """Cut `text` into stream deltas of about `tokens_per_piece` tokens each.
+
+    Cuts fall between characters, never inside one, like a detokenizer that holds
+    back an incomplete UTF-8 sequence. With the byte-level tokenizer a character
+    costs its UTF-8 length (the count only paces the stream).
+    """
+    pieces: list[Piece] = []
+    current: list[str] = []
+    current_tokens = 0
+    for char in text:
+        current.append(char)
+        current_tokens += len(char.encode("utf-8"))
+        if current_tokens >= tokens_per_piece:
+            pieces.append(Piece(kind, "".join(current), current_tokens))
+            current, current_tokens = [], 0
+    if current:
+        pieces.append(Piece(kind, "".join(current), current_tokens))
+    return pieces

@@ -1,0 +1,154 @@
+"""Start the reference engine in a subprocess and know where it listens.
+
+The engine runs as `python -m engine_acceptance.reference_engine --port 0` in its
+own process group, so it is a real server on a real socket and a test run can
+stop it without touching anything else. Its stdout and stderr go straight to a log
+file (a pipe nobody reads would fill up and block the server); the launcher polls
+that file for the listening line.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import weakref
+from collections.abc import Iterable
+from pathlib import Path
+from types import TracebackType
+
+from .config import DEFAULT_MODEL, LatencyModel
+from .defects import validate_defects
+
+__all__ = ["API_KEY_ENV", "LISTENING_PREFIX", "RunningReferenceEngine", "start_reference_engine"]
+
+# The contract between the CLI (__main__) and this launcher.
+LISTENING_PREFIX = "engine-acceptance reference engine listening on "
+API_KEY_ENV = "REFERENCE_ENGINE_API_KEY"
+
+_LISTENING = re.compile(re.escape(LISTENING_PREFIX) + r"(http://\S+)")
+_POLL_S = 0.02
+# The package's parent directory, so `-m engine_acceptance...` works from any cwd
+# even when the package is not installed.
+_IMPORT_ROOT = str(Path(__file__).resolve().parents[2])
+
+
+def _terminate(process: subprocess.Popen[bytes], timeout: float) -> None:
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
+class RunningReferenceEngine:
+    """A started reference engine; stop it with `.stop()` or a `with` block."""
+
+    def __init__(self, process: subprocess.Popen[bytes], url: str, log_path: Path) -> None:
+        self.process = process
+        self.url = url  # e.g. http://127.0.0.1:41234, without /v1
+        self.log_path = log_path
+        # If the owner forgets to stop it, do it at garbage collection or exit.
+        self._finalizer = weakref.finalize(self, _terminate, process, 5.0)
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    def stop(self, timeout: float = 5.0) -> int | None:
+        """SIGTERM, wait up to `timeout`, then SIGKILL. Returns the exit code."""
+        self._finalizer.detach()
+        _terminate(self.process, timeout)
+        return self.process.returncode
+
+    def read_log(self) -> str:
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
+    def __enter__(self) -> RunningReferenceEngine:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"RunningReferenceEngine(url={self.url!r}, pid={self.pid})"
+
+
+def start_reference_engine(
+    *,
+    convention: str = "vllm",
+    api_key: str | None = None,
+    defects: Iterable[str] = (),
+    model: str = DEFAULT_MODEL,
+    max_model_len: int | None = None,
+    latency: LatencyModel | None = None,
+    host: str = "127.0.0.1",
+    startup_timeout: float = 30.0,
+    log_dir: str | os.PathLike[str] | None = None,
+) -> RunningReferenceEngine:
+    """Start a reference engine on a free port and wait until it listens.
+
+    Raises ValueError for an unknown defect before starting anything, and
+    RuntimeError (with the engine's output) if it exits or does not come up in time.
+    """
+    chosen = sorted(validate_defects(defects))
+    command = [sys.executable, "-m", "engine_acceptance.reference_engine",
+               "--host", host, "--port", "0", "--convention", convention, "--model", model]
+    if chosen:
+        command += ["--inject", *chosen]
+    if max_model_len is not None:
+        command += ["--max-model-len", str(max_model_len)]
+    if latency is not None:
+        command += ["--ttft-ms", str(latency.ttft_ms), "--tpot-ms", str(latency.tpot_ms)]
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [_IMPORT_ROOT, env.get("PYTHONPATH")]))
+    env["PYTHONUNBUFFERED"] = "1"
+    env.pop(API_KEY_ENV, None)
+    if api_key is not None:
+        # Through the environment, not argv: argv is visible to every local user.
+        env[API_KEY_ENV] = api_key
+
+    directory = Path(log_dir) if log_dir is not None else Path(tempfile.mkdtemp(prefix="reference-engine-"))
+    directory.mkdir(parents=True, exist_ok=True)
+    log_path = directory / "reference-engine.log"
+    with open(log_path, "wb") as log_file:
+        process = subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,  # own process group: signals aimed at us miss it
+        )
+
+    deadline = time.monotonic() + startup_timeout
+    while True:
+        output = log_path.read_text(encoding="utf-8", errors="replace")
+        match = _LISTENING.search(output)
+        if match:
+            return RunningReferenceEngine(process, match.group(1), log_path)
+        if process.poll() is not None:
+            raise RuntimeError(
+                f"reference engine exited with code {process.returncode} before listening;"
+                f" command: {' '.join(command)}\n--- output ({log_path}) ---\n{output}"
+            )
+        if time.monotonic() > deadline:
+            _terminate(process, 5.0)
+            raise RuntimeError(
+                f"reference engine did not report listening within {startup_timeout} s;"
+                f" command: {' '.join(command)}\n--- output ({log_path}) ---\n{output}"
+            )
+        time.sleep(_POLL_S)

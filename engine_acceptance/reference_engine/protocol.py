@@ -1,0 +1,378 @@
+"""Request parsing and validation, with the status codes and messages real engines use.
+
+Handlers get typed, validated requests or a `RequestError`, which the server turns
+into the imitated engine's error body. Messages follow vLLM's wording where the
+suite or a user might compare them (unknown model, context length, vocabulary).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .chat_template import MEDIA_PLACEHOLDERS, ROLE_MARKERS
+from .config import ReferenceEngineConfig
+from .conventions import Convention
+from .tokenizer import ReferenceTokenizer
+
+__all__ = [
+    "ChatRequest",
+    "CompletionRequest",
+    "DetokenizeRequest",
+    "PromptInput",
+    "RequestError",
+    "TokenizeRequest",
+    "output_budget",
+    "parse_chat_request",
+    "parse_completion_request",
+    "parse_detokenize_request",
+    "parse_tokenize_request",
+]
+
+DEFAULT_COMPLETION_MAX_TOKENS = 16  # OpenAI's and vLLM's default for /v1/completions
+
+
+class RequestError(Exception):
+    """A request the engine refuses; becomes an error body with `status`."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int = 400,
+        err_type: str = "BadRequestError",
+        param: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.err_type = err_type
+        self.param = param
+
+
+# --- small typed getters -----------------------------------------------------------
+
+def _type_error(key: str, expected: str, value: Any) -> RequestError:
+    return RequestError(
+        f"'{key}' must be {expected}, got {type(value).__name__}", param=key
+    )
+
+
+def _opt_bool(body: Mapping[str, Any], key: str, default: bool) -> bool:
+    value = body.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise _type_error(key, "a boolean", value)
+    return value
+
+
+def _opt_int(body: Mapping[str, Any], key: str, *, minimum: int) -> int | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    # bool is an int subclass; `true` is not a token count.
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise _type_error(key, "an integer", value)
+    if value < minimum:
+        raise RequestError(f"'{key}' must be at least {minimum}, got {value}", param=key)
+    return value
+
+
+def _opt_number(body: Mapping[str, Any], key: str, *, minimum: float) -> float | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise _type_error(key, "a number", value)
+    if value < minimum:
+        raise RequestError(f"'{key}' must be at least {minimum}, got {value}", param=key)
+    return float(value)
+
+
+def _opt_dict(body: Mapping[str, Any], key: str) -> dict[str, Any] | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise _type_error(key, "an object", value)
+    return value
+
+
+def _opt_str(body: Mapping[str, Any], key: str) -> str | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise _type_error(key, "a string", value)
+    return value
+
+
+def _check_model(body: Mapping[str, Any], config: ReferenceEngineConfig, convention: Convention) -> str:
+    """The served model name; 404 like vLLM for another name (SGLang ignores it)."""
+    requested = _opt_str(body, "model")
+    if requested is not None and requested != config.model and convention.rejects_unknown_model:
+        raise RequestError(
+            f"The model `{requested}` does not exist.",
+            status=404,
+            err_type="NotFoundError",
+            param="model",
+        )
+    return config.model
+
+
+def _stream_settings(body: Mapping[str, Any]) -> tuple[bool, bool]:
+    stream = _opt_bool(body, "stream", False)
+    options = _opt_dict(body, "stream_options")
+    if options is not None and not stream:
+        raise RequestError(
+            "Stream options can only be defined when `stream=True`.", param="stream_options"
+        )
+    include_usage = bool(options and options.get("include_usage"))
+    return stream, include_usage
+
+
+def _sampling_checks(body: Mapping[str, Any]) -> float | None:
+    temperature = _opt_number(body, "temperature", minimum=0.0)
+    top_p = _opt_number(body, "top_p", minimum=0.0)
+    if top_p is not None and not 0.0 < top_p <= 1.0:
+        raise RequestError(f"top_p must be in (0, 1], got {top_p}.", param="top_p")
+    n = _opt_int(body, "n", minimum=1)
+    if n not in (None, 1):
+        raise RequestError("The reference engine supports only n=1.", param="n")
+    return temperature
+
+
+# --- chat ----------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ChatRequest:
+    messages: list[dict[str, Any]]
+    model: str
+    stream: bool
+    include_usage: bool
+    # None: as many as the context allows, like vLLM.
+    max_tokens: int | None
+    temperature: float | None
+    chat_template_kwargs: dict[str, Any]
+    reasoning_effort: str | None
+    raw: dict[str, Any]
+
+
+def _validate_content(content: Any, index: int) -> None:
+    if content is None or isinstance(content, str):
+        return
+    if not isinstance(content, list):
+        raise RequestError(
+            f"messages[{index}].content must be a string, a list of parts or null",
+            param="messages",
+        )
+    for part_index, part in enumerate(content):
+        where = f"messages[{index}].content[{part_index}]"
+        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+            raise RequestError(f"{where} must be an object with a 'type'", param="messages")
+        kind = part["type"]
+        if kind == "text":
+            if not isinstance(part.get("text"), str):
+                raise RequestError(f"{where}.text must be a string", param="messages")
+        elif kind in MEDIA_PLACEHOLDERS:
+            media = part.get(kind)
+            if not isinstance(media, dict) or not isinstance(media.get("url"), str):
+                raise RequestError(f"{where}.{kind}.url must be a string", param="messages")
+        else:
+            raise RequestError(f"Unknown part type: {kind}", param="messages")
+
+
+def _validate_messages(messages: Any) -> list[dict[str, Any]]:
+    if messages is None:
+        raise RequestError("Field required: 'messages'", param="messages")
+    if not isinstance(messages, list) or not messages:
+        raise RequestError("'messages' must be a non-empty list", param="messages")
+    for index, message in enumerate(messages):
+        if not isinstance(message, dict):
+            raise RequestError(f"messages[{index}] must be an object", param="messages")
+        role = message.get("role")
+        if role not in ROLE_MARKERS:
+            raise RequestError(
+                f"messages[{index}].role must be one of {', '.join(ROLE_MARKERS)}, got {role!r}",
+                param="messages",
+            )
+        _validate_content(message.get("content"), index)
+        tool_calls = message.get("tool_calls")
+        if tool_calls is not None and not isinstance(tool_calls, list):
+            raise RequestError(f"messages[{index}].tool_calls must be a list", param="messages")
+    return messages
+
+
+def parse_chat_request(
+    body: Mapping[str, Any], *, config: ReferenceEngineConfig, convention: Convention
+) -> ChatRequest:
+    model = _check_model(body, config, convention)
+    messages = _validate_messages(body.get("messages"))
+    stream, include_usage = _stream_settings(body)
+    max_tokens = _opt_int(body, "max_tokens", minimum=1)
+    # vLLM: max_completion_tokens wins when both are given.
+    max_completion = _opt_int(body, "max_completion_tokens", minimum=1)
+    return ChatRequest(
+        messages=messages,
+        model=model,
+        stream=stream,
+        include_usage=include_usage,
+        max_tokens=max_completion if max_completion is not None else max_tokens,
+        temperature=_sampling_checks(body),
+        chat_template_kwargs=_opt_dict(body, "chat_template_kwargs") or {},
+        reasoning_effort=_opt_str(body, "reasoning_effort"),
+        raw=dict(body),
+    )
+
+
+# --- completions -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PromptInput:
+    """One completions prompt: its token ids, and its text when given as text."""
+
+    ids: list[int]
+    text: str | None
+
+
+def _check_ids(ids: Sequence[Any], tokenizer: ReferenceTokenizer) -> list[int]:
+    if not ids:
+        raise RequestError("Prompt cannot be empty.", param="prompt")
+    for token_id in ids:
+        if not isinstance(token_id, int) or isinstance(token_id, bool):
+            raise RequestError("Token ids must be integers.", param="prompt")
+    bad = tokenizer.invalid_ids(ids)
+    if bad:
+        raise RequestError(f"Token id {bad[0]} is out of vocabulary", param="prompt")
+    return list(ids)
+
+
+def _text_prompt(text: str, tokenizer: ReferenceTokenizer) -> PromptInput:
+    if not text:
+        raise RequestError("Prompt cannot be empty.", param="prompt")
+    return PromptInput(ids=tokenizer.encode(text), text=text)
+
+
+def _parse_prompts(prompt: Any, tokenizer: ReferenceTokenizer) -> list[PromptInput]:
+    if isinstance(prompt, str):
+        return [_text_prompt(prompt, tokenizer)]
+    if not isinstance(prompt, list) or not prompt:
+        raise RequestError(
+            "'prompt' must be a string, a list of token ids, a list of strings"
+            " or a list of token-id lists",
+            param="prompt",
+        )
+    if all(isinstance(p, int) and not isinstance(p, bool) for p in prompt):
+        return [PromptInput(ids=_check_ids(prompt, tokenizer), text=None)]
+    if all(isinstance(p, str) for p in prompt):
+        return [_text_prompt(p, tokenizer) for p in prompt]
+    if all(isinstance(p, list) for p in prompt):
+        return [PromptInput(ids=_check_ids(p, tokenizer), text=None) for p in prompt]
+    raise RequestError("'prompt' mixes strings, token ids and lists", param="prompt")
+
+
+@dataclass(frozen=True)
+class CompletionRequest:
+    prompts: list[PromptInput]
+    model: str
+    stream: bool
+    include_usage: bool
+    max_tokens: int
+    ignore_eos: bool
+    temperature: float | None
+    raw: dict[str, Any]
+
+
+def parse_completion_request(
+    body: Mapping[str, Any],
+    *,
+    config: ReferenceEngineConfig,
+    convention: Convention,
+    tokenizer: ReferenceTokenizer,
+) -> CompletionRequest:
+    model = _check_model(body, config, convention)
+    if body.get("prompt") is None:
+        raise RequestError("Field required: 'prompt'", param="prompt")
+    stream, include_usage = _stream_settings(body)
+    max_tokens = _opt_int(body, "max_tokens", minimum=1)
+    return CompletionRequest(
+        prompts=_parse_prompts(body["prompt"], tokenizer),
+        model=model,
+        stream=stream,
+        include_usage=include_usage,
+        max_tokens=DEFAULT_COMPLETION_MAX_TOKENS if max_tokens is None else max_tokens,
+        ignore_eos=_opt_bool(body, "ignore_eos", False),
+        temperature=_sampling_checks(body),
+        raw=dict(body),
+    )
+
+
+def output_budget(prompt_tokens: int, max_tokens: int | None, max_model_len: int) -> int:
+    """Tokens the reply may use; 400 like vLLM when the context cannot hold it."""
+    if prompt_tokens >= max_model_len:
+        raise RequestError(
+            f"This model's maximum context length is {max_model_len} tokens. However, your"
+            f" request has {prompt_tokens} input tokens. Please reduce the length of the"
+            " input messages.",
+            param="messages",
+        )
+    if max_tokens is None:
+        return max_model_len - prompt_tokens
+    if prompt_tokens + max_tokens > max_model_len:
+        raise RequestError(
+            f"'max_tokens' or 'max_completion_tokens' is too large: {max_tokens}. This"
+            f" model's maximum context length is {max_model_len} tokens and your request"
+            f" has {prompt_tokens} input tokens ({max_tokens} > {max_model_len} -"
+            f" {prompt_tokens}).",
+            param="max_tokens",
+        )
+    return max_tokens
+
+
+# --- tokenize / detokenize ----------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TokenizeRequest:
+    prompt: str | None
+    messages: list[dict[str, Any]] | None
+    add_generation_prompt: bool
+    return_token_strs: bool
+
+
+def parse_tokenize_request(
+    body: Mapping[str, Any], *, config: ReferenceEngineConfig, convention: Convention
+) -> TokenizeRequest:
+    _check_model(body, config, convention)
+    has_prompt = body.get("prompt") is not None
+    has_messages = body.get("messages") is not None
+    if has_prompt == has_messages:
+        raise RequestError("Either 'prompt' or 'messages' must be provided, not both.")
+    return TokenizeRequest(
+        prompt=_opt_str(body, "prompt"),
+        messages=_validate_messages(body["messages"]) if has_messages else None,
+        add_generation_prompt=_opt_bool(body, "add_generation_prompt", True),
+        return_token_strs=_opt_bool(body, "return_token_strs", False),
+    )
+
+
+@dataclass(frozen=True)
+class DetokenizeRequest:
+    tokens: list[int]
+
+
+def parse_detokenize_request(
+    body: Mapping[str, Any],
+    *,
+    config: ReferenceEngineConfig,
+    convention: Convention,
+    tokenizer: ReferenceTokenizer,
+) -> DetokenizeRequest:
+    _check_model(body, config, convention)
+    tokens = body.get("tokens")
+    if not isinstance(tokens, list):
+        raise RequestError("'tokens' must be a list of token ids", param="tokens")
+    if not tokens:
+        return DetokenizeRequest(tokens=[])
+    return DetokenizeRequest(tokens=_check_ids(tokens, tokenizer))

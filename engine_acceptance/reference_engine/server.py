@@ -1,0 +1,374 @@
+"""The reference engine's HTTP application (aiohttp), OpenAI-compatible like vLLM/SGLang.
+
+`build_app(config)` wires the routes, the error middleware (every refusal becomes
+the imitated engine's error body) and the API-key middleware. Handlers stay thin:
+parse (protocol), answer (responder + generation), apply defects (DefectHooks),
+render (wire), send (stream).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from aiohttp import web
+
+from .chat_template import render_messages
+from .config import ReferenceEngineConfig
+from .conventions import UNAUTHORIZED_BODY, get_convention
+from .defects import DefectHooks
+from .generation import Generation, Piece, generate_chat, generate_completion, split_pieces
+from .protocol import (
+    ChatRequest,
+    CompletionRequest,
+    RequestError,
+    output_budget,
+    parse_chat_request,
+    parse_completion_request,
+    parse_detokenize_request,
+    parse_tokenize_request,
+)
+from .responder import decide_thinking, respond
+from .stream import ClientGone, EventStream, Pacer, dump_json
+from .tokenizer import ReferenceTokenizer, get_tokenizer
+from . import wire
+
+__all__ = ["CLIENT_MAX_SIZE", "ENGINE_KEY", "ReferenceEngine", "build_app"]
+
+log = logging.getLogger("engine_acceptance.reference_engine")
+
+# Million-token prompts and base64 media are far above aiohttp's 1 MiB default.
+CLIENT_MAX_SIZE = 256 * 1024 * 1024
+# Bodies above this are parsed and tokenized in a worker thread, so one huge prompt
+# does not stall every other stream on the event loop.
+OFFLOAD_BYTES = 256 * 1024
+HEALTH_PATHS = ("/health",)
+
+T = TypeVar("T")
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+def _json_response(body: Any, *, status: int = 200) -> web.Response:
+    return web.json_response(body, status=status, dumps=dump_json)
+
+
+class ReferenceEngine:
+    """State shared by the handlers of one running app."""
+
+    def __init__(self, config: ReferenceEngineConfig, tokenizer: ReferenceTokenizer | None = None) -> None:
+        self.config = config
+        self.convention = get_convention(config.convention)
+        self.tokenizer = tokenizer or get_tokenizer()
+        self.hooks = DefectHooks(config.defects)
+        self.created = int(time.time())
+        self.open_paths = frozenset((*HEALTH_PATHS, *self.convention.version_paths))
+
+    # --- plumbing -------------------------------------------------------------
+
+    def error_response(self, error: RequestError) -> web.Response:
+        body = self.convention.error_body(
+            error.message, err_type=error.err_type, status=error.status, param=error.param
+        )
+        return _json_response(body, status=error.status)
+
+    @web.middleware
+    async def error_middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        try:
+            return await handler(request)
+        except RequestError as error:
+            return self.error_response(error)
+        except web.HTTPException:
+            raise
+        except Exception:  # a bug here must still answer like an engine: 500 + body
+            log.exception("unhandled error on %s %s", request.method, request.path)
+            return self.error_response(
+                RequestError("Internal server error", status=500, err_type="InternalServerError")
+            )
+
+    @web.middleware
+    async def auth_middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        key = self.config.api_key
+        if key is None or request.method == "OPTIONS" or request.path in self.open_paths:
+            return await handler(request)
+        given = request.headers.get("Authorization", "")
+        # Constant-time comparison: the key must not leak through response timing.
+        if not hmac.compare_digest(given.encode(), f"Bearer {key}".encode()):
+            return _json_response(UNAUTHORIZED_BODY, status=401)
+        return await handler(request)
+
+    async def read_json(self, request: web.Request) -> tuple[dict[str, Any], bool]:
+        """The request body as a JSON object, and whether it is large."""
+        raw = await request.read()
+        try:
+            body = json.loads(raw)
+        except (ValueError, UnicodeDecodeError) as exc:
+            raise RequestError(f"Invalid JSON body: {exc}") from None
+        if not isinstance(body, dict):
+            raise RequestError("The request body must be a JSON object")
+        return body, len(raw) > OFFLOAD_BYTES
+
+    @staticmethod
+    async def run(big: bool, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        if big:
+            return await asyncio.to_thread(fn, *args, **kwargs)
+        return fn(*args, **kwargs)
+
+    def usage(self, prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
+        return self.hooks.usage(wire.usage_body(prompt_tokens, completion_tokens))
+
+    # --- info endpoints ------------------------------------------------------------
+
+    async def health(self, request: web.Request) -> web.Response:
+        return web.Response(status=200)
+
+    async def version(self, request: web.Request) -> web.Response:
+        return _json_response(
+            self.convention.version_body(
+                model=self.config.model,
+                max_model_len=self.config.max_model_len,
+                tokenizer_path=self.config.model,
+            )
+        )
+
+    async def models(self, request: web.Request) -> web.Response:
+        return _json_response(
+            wire.model_list_body(
+                convention=self.convention,
+                model=self.config.model,
+                created=self.created,
+                max_model_len=self.config.max_model_len,
+            )
+        )
+
+    # --- chat ----------------------------------------------------------------------
+
+    def _prepare_chat(self, body: dict[str, Any]) -> tuple[ChatRequest, int, Generation]:
+        req = parse_chat_request(body, config=self.config, convention=self.convention)
+        prompt_tokens = self.tokenizer.count(render_messages(req.messages))
+        budget = output_budget(prompt_tokens, req.max_tokens, self.config.max_model_len)
+        thinking = decide_thinking(req.chat_template_kwargs, req.reasoning_effort, self.convention)
+        answer = respond(req.messages, thinking)
+        generation = generate_chat(
+            answer.reasoning, answer.text, max_tokens=budget, tokenizer=self.tokenizer
+        )
+        return req, prompt_tokens, self.hooks.chat_generation(generation)
+
+    async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        body, big = await self.read_json(request)
+        req, prompt_tokens, generation = await self.run(big, self._prepare_chat, body)
+        usage = self.usage(prompt_tokens, generation.completion_tokens)
+        request_id, created = wire.new_request_id("chatcmpl"), int(time.time())
+        pacer = Pacer(self.config.latency, prompt_tokens)
+        if req.stream:
+            return await self._stream_chat(request, req, generation, usage, pacer, request_id, created)
+        await pacer.reach(generation.completion_tokens)
+        return _json_response(
+            wire.chat_completion_body(
+                convention=self.convention,
+                request_id=request_id,
+                created=created,
+                model=req.model,
+                generation=generation,
+                usage=usage,
+            )
+        )
+
+    async def _stream_chat(
+        self,
+        request: web.Request,
+        req: ChatRequest,
+        generation: Generation,
+        usage: dict[str, Any],
+        pacer: Pacer,
+        request_id: str,
+        created: int,
+    ) -> web.StreamResponse:
+        def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+            return wire.chat_chunk(
+                convention=self.convention,
+                request_id=request_id,
+                created=created,
+                model=req.model,
+                delta=delta,
+                finish_reason=finish_reason,
+            )
+
+        size = self.config.stream_chunk_tokens
+        pieces: list[Piece] = []
+        if generation.reasoning:
+            pieces += split_pieces(generation.reasoning, kind="reasoning", tokens_per_piece=size)
+        pieces += split_pieces(generation.content, kind="content", tokens_per_piece=size)
+        pieces = self.hooks.chat_stream_pieces(pieces)
+
+        stream = await EventStream.open(request, close_connection=not self.hooks.sends_done())
+        try:
+            await stream.send(chunk(wire.chat_delta(self.convention, role="assistant", content="")))
+            produced = 0
+            for piece in pieces:
+                produced += piece.tokens
+                await pacer.reach(produced)
+                if piece.kind == "reasoning":
+                    delta = wire.chat_delta(self.convention, reasoning=piece.text)
+                else:
+                    delta = wire.chat_delta(self.convention, content=piece.text)
+                await stream.send(chunk(delta))
+            await pacer.reach(max(produced, generation.completion_tokens))
+            await stream.send(chunk(wire.chat_delta(self.convention), generation.finish_reason))
+            if req.include_usage:
+                await stream.send(
+                    wire.usage_chunk(
+                        object_name="chat.completion.chunk",
+                        request_id=request_id,
+                        created=created,
+                        model=req.model,
+                        usage=usage,
+                    )
+                )
+            await stream.finish(send_done=self.hooks.sends_done())
+        except ClientGone:
+            log.debug("client left during chat stream %s", request_id)
+        return stream.response
+
+    # --- completions ------------------------------------------------------------------
+
+    def _prepare_completion(self, body: dict[str, Any]) -> tuple[CompletionRequest, int, list[Generation]]:
+        req = parse_completion_request(
+            body, config=self.config, convention=self.convention, tokenizer=self.tokenizer
+        )
+        generations = []
+        for prompt in req.prompts:
+            output_budget(len(prompt.ids), req.max_tokens, self.config.max_model_len)
+            generations.append(
+                generate_completion(
+                    max_tokens=req.max_tokens, ignore_eos=req.ignore_eos, tokenizer=self.tokenizer
+                )
+            )
+        return req, sum(len(p.ids) for p in req.prompts), generations
+
+    async def completions(self, request: web.Request) -> web.StreamResponse:
+        body, big = await self.read_json(request)
+        req, prompt_tokens, generations = await self.run(big, self._prepare_completion, body)
+        usage = self.usage(prompt_tokens, sum(g.completion_tokens for g in generations))
+        request_id, created = wire.new_request_id("cmpl"), int(time.time())
+        # A batch is generated in parallel, as one engine step per token.
+        pacer = Pacer(self.config.latency, max(len(p.ids) for p in req.prompts))
+        if req.stream:
+            return await self._stream_completion(request, req, generations, usage, pacer, request_id, created)
+        await pacer.reach(max(g.completion_tokens for g in generations))
+        return _json_response(
+            wire.completion_body(
+                request_id=request_id,
+                created=created,
+                model=req.model,
+                generations=generations,
+                usage=usage,
+            )
+        )
+
+    async def _stream_completion(
+        self,
+        request: web.Request,
+        req: CompletionRequest,
+        generations: list[Generation],
+        usage: dict[str, Any],
+        pacer: Pacer,
+        request_id: str,
+        created: int,
+    ) -> web.StreamResponse:
+        def chunk(index: int, text: str, finish_reason: str | None = None) -> dict[str, Any]:
+            return wire.completion_chunk(
+                convention=self.convention,
+                request_id=request_id,
+                created=created,
+                model=req.model,
+                index=index,
+                text=text,
+                finish_reason=finish_reason,
+            )
+
+        size = self.config.stream_chunk_tokens
+        per_prompt = [split_pieces(g.content, kind="content", tokens_per_piece=size) for g in generations]
+        produced = [0] * len(generations)
+        stream = await EventStream.open(request, close_connection=not self.hooks.sends_done())
+        try:
+            # Round-robin over the batch: every prompt advances one piece per step.
+            for step in range(max((len(p) for p in per_prompt), default=0)):
+                for index, pieces in enumerate(per_prompt):
+                    if step < len(pieces):
+                        produced[index] += pieces[step].tokens
+                await pacer.reach(max(produced))
+                for index, pieces in enumerate(per_prompt):
+                    if step < len(pieces):
+                        await stream.send(chunk(index, pieces[step].text))
+            await pacer.reach(max(g.completion_tokens for g in generations))
+            for index, generation in enumerate(generations):
+                await stream.send(chunk(index, "", generation.finish_reason))
+            if req.include_usage:
+                await stream.send(
+                    wire.usage_chunk(
+                        object_name="text_completion",
+                        request_id=request_id,
+                        created=created,
+                        model=req.model,
+                        usage=usage,
+                    )
+                )
+            await stream.finish(send_done=self.hooks.sends_done())
+        except ClientGone:
+            log.debug("client left during completion stream %s", request_id)
+        return stream.response
+
+    # --- tokenize ------------------------------------------------------------------------
+
+    def _tokenize(self, body: dict[str, Any]) -> dict[str, Any]:
+        req = parse_tokenize_request(body, config=self.config, convention=self.convention)
+        if req.messages is not None:
+            text = render_messages(req.messages, add_generation_prompt=req.add_generation_prompt)
+        else:
+            text = req.prompt or ""
+        ids = self.tokenizer.encode(text)
+        return {
+            "count": len(ids),
+            "max_model_len": self.config.max_model_len,
+            "tokens": ids,
+            "token_strs": [self.tokenizer.id_to_token(i) for i in ids] if req.return_token_strs else None,
+        }
+
+    async def tokenize(self, request: web.Request) -> web.Response:
+        body, big = await self.read_json(request)
+        return _json_response(await self.run(big, self._tokenize, body))
+
+    async def detokenize(self, request: web.Request) -> web.Response:
+        body, _ = await self.read_json(request)
+        req = parse_detokenize_request(
+            body, config=self.config, convention=self.convention, tokenizer=self.tokenizer
+        )
+        return _json_response({self.convention.detokenize_field: self.tokenizer.decode(req.tokens)})
+
+
+ENGINE_KEY = web.AppKey("reference_engine", ReferenceEngine)
+
+
+def build_app(config: ReferenceEngineConfig) -> web.Application:
+    """A ready-to-run aiohttp application serving `config`."""
+    engine = ReferenceEngine(config)
+    # Error handling is outermost so a failure in auth still gets a proper body.
+    app = web.Application(
+        client_max_size=CLIENT_MAX_SIZE,
+        middlewares=[engine.error_middleware, engine.auth_middleware],
+    )
+    app[ENGINE_KEY] = engine
+    app.router.add_get("/health", engine.health)
+    for path in engine.convention.version_paths:
+        app.router.add_get(path, engine.version)
+    app.router.add_get("/v1/models", engine.models)
+    app.router.add_post("/v1/chat/completions", engine.chat_completions)
+    app.router.add_post("/v1/completions", engine.completions)
+    app.router.add_post("/tokenize", engine.tokenize)
+    app.router.add_post("/detokenize", engine.detokenize)
+    return app

@@ -1,0 +1,82 @@
+"""Allure output: the environment page, and each request and reply, redacted.
+
+Attachments go through ``allure.attach``, which does nothing when no Allure
+results directory is configured, so checks can attach unconditionally.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import allure
+
+from engine_acceptance.client import Exchange
+from engine_acceptance.redaction import Redactor
+
+if TYPE_CHECKING:
+    from engine_acceptance.session import AcceptanceSession
+
+__all__ = ["attach_exchange", "attach_json", "reference_banner", "write_environment"]
+
+RAW_ATTACH_LIMIT = 64 * 1024
+
+
+def write_environment(alluredir: str | Path, facts: dict[str, str]) -> Path:
+    """Write Allure's ``environment.properties`` (one ``key = value`` per line)."""
+    path = Path(alluredir) / "environment.properties"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [f"{key} = {_escape(str(value))}" for key, value in facts.items()]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def _escape(value: str) -> str:
+    # .properties files treat backslash and line ends specially.
+    return value.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def reference_banner(session: "AcceptanceSession") -> list[str]:
+    defects = ", ".join(session.reference.defects) if session.reference and session.reference.defects else "none"
+    convention = session.reference.convention if session.reference else "?"
+    rule = "=" * 78
+    return [
+        rule,
+        "TARGET: THE BUILT-IN REFERENCE ENGINE, NOT A REAL DEPLOYMENT",
+        f"  convention: {convention}; injected defects: {defects}",
+        "  Give --engine-url=http://host:port to test a real engine.",
+        rule,
+    ]
+
+
+def attach_json(name: str, data: Any, redactor: Redactor) -> None:
+    allure.attach(
+        json.dumps(redactor.value(data), ensure_ascii=False, indent=2, default=str),
+        name=name,
+        attachment_type=allure.attachment_type.JSON,
+    )
+
+
+def attach_exchange(exchange: Exchange, redactor: Redactor, label: str = "") -> None:
+    """Attach one request, its reply (reassembled) and the raw response bytes, redacted."""
+    prefix = f"{label} " if label else ""
+    mode = "streamed" if exchange.stream else "non-streamed"
+    attach_json(f"{prefix}request ({mode})", {"method": exchange.method, "url": exchange.url,
+                                                "body": exchange.request}, redactor)
+    outcome = {
+        "status": exchange.status,
+        "elapsed_s": round(exchange.elapsed_s, 4) if exchange.elapsed_s is not None else None,
+        "error_kind": exchange.error_kind,
+        "error": exchange.error,
+    }
+    if exchange.reply is not None:
+        outcome["reply"] = exchange.reply.summary()
+    elif exchange.body is not None:
+        outcome["body"] = exchange.body
+    attach_json(f"{prefix}response ({mode})", outcome, redactor)
+    if exchange.raw:
+        raw = exchange.raw[:RAW_ATTACH_LIMIT].decode("utf-8", "replace")
+        note = "" if len(exchange.raw) <= RAW_ATTACH_LIMIT and not exchange.raw_truncated else "\n…[truncated]"
+        allure.attach(redactor.with_limit(RAW_ATTACH_LIMIT).text(raw) + note, name=f"{prefix}raw response bytes",
+                      attachment_type=allure.attachment_type.TEXT)

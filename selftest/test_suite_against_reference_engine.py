@@ -1,0 +1,150 @@
+"""End to end: the acceptance suite run by pytest against the reference engine.
+
+Each injected defect must fail exactly the checks that exist for it, and a clean
+engine must fail none: this is what proves every check can fail, and fails for
+the right reason. Runs go through ``pytester`` in a subprocess, as a user runs them.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+pytestmark = pytest.mark.e2e
+
+REASONING_SEPARATION_STREAMED = {
+    "test_reasoning_separation.py::test_reasoning_arrives_in_the_reasoning_field_not_in_content[streamed]",
+    "test_reasoning_separation.py::test_content_holds_no_reasoning_markers[streamed]",
+}
+STREAM_END = {"test_streaming.py::test_stream_ends_with_done_and_a_final_finish_reason"}
+USAGE = {
+    "test_text.py::test_usage_is_present_and_total_is_prompt_plus_completion[non-streamed]",
+    "test_text.py::test_usage_is_present_and_total_is_prompt_plus_completion[streamed]",
+}
+
+
+def run_suite(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict[str, str]]:
+    """Run the acceptance suite; return the result and each test's outcome by id."""
+    junit = pytester.path / "junit.xml"
+    result = pytester.runpytest_subprocess(
+        "-c", str(REPO / "pytest.ini"), "--rootdir", str(REPO), str(REPO / "tests"),
+        "-p", "no:cacheprovider", f"--alluredir={pytester.path / 'allure-results'}",
+        f"--junitxml={junit}", *args,
+    )
+    return result, _outcomes(junit)
+
+
+def _outcomes(junit: Path) -> dict[str, str]:
+    if not junit.exists():
+        return {}
+    outcomes = {}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        module = case.get("classname", "").rsplit(".", 1)[-1]
+        test_id = f"{module}.py::{case.get('name')}"
+        kinds = {child.tag for child in case}
+        outcomes[test_id] = ("failed" if kinds & {"failure", "error"} else "skipped" if "skipped" in kinds
+                             else "passed")
+    return outcomes
+
+
+def failed(outcomes: dict[str, str]) -> set[str]:
+    return {test_id for test_id, outcome in outcomes.items() if outcome == "failed"}
+
+
+def test_clean_reference_engine_passes_every_check_and_writes_the_report(pytester: pytest.Pytester) -> None:
+    result, outcomes = run_suite(pytester)
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    assert outcomes and not failed(outcomes)
+    assert "passed" in outcomes.values()
+    result.stdout.fnmatch_lines(["*TARGET: THE BUILT-IN REFERENCE ENGINE, NOT A REAL DEPLOYMENT*"])
+    allure_dir = pytester.path / "allure-results"
+    results = [json.loads(path.read_text()) for path in allure_dir.glob("*-result.json")]
+    assert len(results) == len(outcomes), "one Allure result per test"
+    environment = (allure_dir / "environment.properties").read_text()
+    assert "target = BUILT-IN REFERENCE ENGINE" in environment
+    assert "engine.kind = vllm" in environment and "model = reference-model" in environment
+
+
+@pytest.mark.parametrize(
+    ("defect", "expected_failures"),
+    [
+        ("reasoning-leak", REASONING_SEPARATION_STREAMED),
+        ("no-done", STREAM_END),
+        ("bad-usage", USAGE),
+    ],
+    ids=["reasoning-leak", "no-done", "bad-usage"],
+)
+def test_injected_defect_fails_only_its_checks(pytester: pytest.Pytester, defect: str,
+                                               expected_failures: set[str]) -> None:
+    result, outcomes = run_suite(pytester, "--inject", defect)
+    assert failed(outcomes) == expected_failures, result.stdout.str()[-3000:]
+    assert result.ret == 1
+
+
+def test_empty_content_fails_the_content_checks(pytester: pytest.Pytester) -> None:
+    result, outcomes = run_suite(pytester, "--inject", "empty-content")
+    assert {
+        "test_text.py::test_reply_has_content_and_a_valid_finish_reason[non-streamed]",
+        "test_text.py::test_reply_has_content_and_a_valid_finish_reason[streamed]",
+    } <= failed(outcomes), result.stdout.str()[-3000:]
+
+
+def test_reasoning_leak_failure_names_the_markers(pytester: pytest.Pytester) -> None:
+    result, _ = run_suite(pytester, "--inject", "reasoning-leak", "-k", "markers")
+    result.stdout.fnmatch_lines(["*reasoning markers*<think>*in content*"])
+
+
+def test_sglang_convention_passes_with_reasoning_content(pytester: pytest.Pytester) -> None:
+    result, outcomes = run_suite(pytester, "--convention", "sglang")
+    assert result.ret == 0 and not failed(outcomes), result.stdout.str()[-3000:]
+    environment = (pytester.path / "allure-results" / "environment.properties").read_text()
+    assert "engine.kind = sglang" in environment
+
+
+def test_parallel_run_with_xdist_passes(pytester: pytest.Pytester) -> None:
+    result, outcomes = run_suite(pytester, "-n", "2")
+    assert result.ret == 0 and outcomes and not failed(outcomes), result.stdout.str()[-3000:]
+
+
+def test_api_key_is_used_and_never_written_to_the_report(pytester: pytest.Pytester) -> None:
+    secret = "sk-selftest-4f8a2c9e1b"
+    result, outcomes = run_suite(pytester, "--api-key", secret)
+    assert result.ret == 0 and not failed(outcomes), result.stdout.str()[-3000:]
+    for path in (pytester.path / "allure-results").iterdir():
+        assert secret not in path.read_text(errors="replace"), f"API key found in {path.name}"
+    assert secret not in result.stdout.str()
+
+
+def test_unreachable_engine_stops_the_run_at_once_with_one_message(pytester: pytest.Pytester) -> None:
+    started = time.monotonic()
+    result, outcomes = run_suite(pytester, "--engine-url=http://127.0.0.1:9")
+    elapsed = time.monotonic() - started
+    assert result.ret == 6
+    assert elapsed < 15, f"took {elapsed:.1f}s"
+    output = result.stdout.str() + result.stderr.str()
+    assert output.count("engine unreachable") == 1, output
+    assert not outcomes
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--engine-url=ftp://x"], "--engine-url: 'ftp://x' is not an http(s) URL"),
+        (["--engine", "tgi"], "--engine: 'tgi' is not one of"),
+        (["--inject", "nonsense"], "--inject: unknown defect 'nonsense'"),
+        (["--idle-timeout", "0"], "--idle-timeout: 0.0 must be a positive number"),
+        (["--profile", "no-such-profile"], "no model profile named 'no-such-profile'"),
+    ],
+    ids=["bad-url", "bad-engine", "unknown-defect", "zero-timeout", "unknown-profile"],
+)
+def test_bad_option_is_a_usage_error_naming_option_and_value(pytester: pytest.Pytester, args: list[str],
+                                                             message: str) -> None:
+    result, _ = run_suite(pytester, *args)
+    assert result.ret == 4
+    assert message in result.stderr.str() + result.stdout.str()

@@ -1,0 +1,43 @@
+"""Reasoning stays out of the answer (TEST-PLAN §1; seed 000 §3.2).
+
+Seed 000 found a vLLM reasoning parser that judged the reasoning state from the
+whole prompt, so streamed reasoning, markers and all, landed in ``content``
+while the reasoning field stayed empty. Both reasoning field names are
+accepted (``reasoning`` on newer vLLM, ``reasoning_content`` on SGLang and older
+vLLM) and the one used is reported.
+"""
+
+from __future__ import annotations
+
+import allure
+import pytest
+
+from engine_acceptance.checks import markers_found, reply_of, short
+
+pytestmark = [pytest.mark.text, pytest.mark.streaming]
+
+
+def _request(prompts) -> dict:
+    return {"messages": [{"role": "user", "content": prompts["text"]["arithmetic"]["prompt"]}],
+            "temperature": 0, "max_tokens": 1024}
+
+
+@pytest.mark.requires("reasoning")
+async def test_reasoning_arrives_in_the_reasoning_field_not_in_content(chat, prompts, model_profile, stream) -> None:
+    if not model_profile.reasoning_default_on:
+        pytest.skip(f"model profile {model_profile.name!r} says the model does not reason by default")
+    reply = reply_of(await chat(_request(prompts), stream=stream))
+    allure.attach(", ".join(reply.reasoning_fields) or "none", name="reasoning field used",
+                  attachment_type=allure.attachment_type.TEXT)
+    leaked = markers_found(reply.content, model_profile.reasoning_markers)
+    assert reply.reasoning.strip(), (
+        "the reasoning field (reasoning / reasoning_content) is empty"
+        + (f" and content holds reasoning markers {leaked}: {short(reply.content)!r}" if leaked else "")
+    )
+    assert reply.content.strip(), "content is empty: the answer is missing next to the reasoning"
+
+
+async def test_content_holds_no_reasoning_markers(chat, prompts, model_profile, stream) -> None:
+    reply = reply_of(await chat(_request(prompts), stream=stream))
+    leaked = markers_found(reply.content, model_profile.reasoning_markers)
+    assert not leaked, f"reasoning markers {leaked} in content: {short(reply.content)!r}"
