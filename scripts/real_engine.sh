@@ -319,6 +319,7 @@ cmd_stop() {
 
 CHILD_PID=""
 
+# shellcheck disable=SC2317  # only ever called from a trap
 on_signal() {
     # Pass the signal on to CMD and let it finish its own cleanup; the EXIT
     # trap then stops the server.

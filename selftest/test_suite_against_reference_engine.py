@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import json
 import time
-import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
-
-REPO = Path(__file__).resolve().parent.parent
+from suite_runner import failed, run_suite
 
 pytestmark = pytest.mark.e2e
 
+# Later capabilities have their own self-tests; these runs stay on the checks of TEST-PLAN §1.
+TEXT_AND_STREAMING = "text or streaming"
 REASONING_SEPARATION_STREAMED = {
     "test_reasoning_separation.py::test_reasoning_arrives_in_the_reasoning_field_not_in_content[streamed]",
     "test_reasoning_separation.py::test_content_holds_no_reasoning_markers[streamed]",
@@ -27,34 +26,6 @@ USAGE = {
     "test_text.py::test_usage_is_present_and_total_is_prompt_plus_completion[non-streamed]",
     "test_text.py::test_usage_is_present_and_total_is_prompt_plus_completion[streamed]",
 }
-
-
-def run_suite(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict[str, str]]:
-    """Run the acceptance suite; return the result and each test's outcome by id."""
-    junit = pytester.path / "junit.xml"
-    result = pytester.runpytest_subprocess(
-        "-c", str(REPO / "pytest.ini"), "--rootdir", str(REPO), str(REPO / "tests"),
-        "-p", "no:cacheprovider", f"--alluredir={pytester.path / 'allure-results'}",
-        f"--junitxml={junit}", *args,
-    )
-    return result, _outcomes(junit)
-
-
-def _outcomes(junit: Path) -> dict[str, str]:
-    if not junit.exists():
-        return {}
-    outcomes = {}
-    for case in ET.parse(junit).getroot().iter("testcase"):
-        module = case.get("classname", "").rsplit(".", 1)[-1]
-        test_id = f"{module}.py::{case.get('name')}"
-        kinds = {child.tag for child in case}
-        outcomes[test_id] = ("failed" if kinds & {"failure", "error"} else "skipped" if "skipped" in kinds
-                             else "passed")
-    return outcomes
-
-
-def failed(outcomes: dict[str, str]) -> set[str]:
-    return {test_id for test_id, outcome in outcomes.items() if outcome == "failed"}
 
 
 def test_clean_reference_engine_passes_every_check_and_writes_the_report(pytester: pytest.Pytester) -> None:
@@ -82,13 +53,13 @@ def test_clean_reference_engine_passes_every_check_and_writes_the_report(pyteste
 )
 def test_injected_defect_fails_only_its_checks(pytester: pytest.Pytester, defect: str,
                                                expected_failures: set[str]) -> None:
-    result, outcomes = run_suite(pytester, "--inject", defect)
+    result, outcomes = run_suite(pytester, "-m", TEXT_AND_STREAMING, "--inject", defect)
     assert failed(outcomes) == expected_failures, result.stdout.str()[-3000:]
     assert result.ret == 1
 
 
 def test_empty_content_fails_the_content_checks(pytester: pytest.Pytester) -> None:
-    result, outcomes = run_suite(pytester, "--inject", "empty-content")
+    result, outcomes = run_suite(pytester, "-m", TEXT_AND_STREAMING, "--inject", "empty-content")
     assert {
         "test_text.py::test_reply_has_content_and_a_valid_finish_reason[non-streamed]",
         "test_text.py::test_reply_has_content_and_a_valid_finish_reason[streamed]",
