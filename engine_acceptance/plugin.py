@@ -33,6 +33,8 @@ ENGINE_UNAVAILABLE_EXIT_CODE = 6
 ENGINE_KINDS = ("auto", "vllm", "sglang", "generic")
 CONVENTIONS = ("vllm", "sglang")
 WORKER_INPUT_KEY = "engine_acceptance_session"
+# Measurements that must have the engine to themselves (DESIGN "Scale").
+EXCLUSIVE_MARKERS = ("throughput", "recall", "recall_1m")
 
 session_key = pytest.StashKey[AcceptanceSession]()
 _expectations_key = pytest.StashKey[list[ExpectedFailure]]()
@@ -198,6 +200,28 @@ def _prepare_session(config: pytest.Config, options: dict[str, Any]) -> Acceptan
     )
 
 
+def _exclusive_marker(item: pytest.Item) -> str | None:
+    return next((name for name in EXCLUSIVE_MARKERS if item.get_closest_marker(name)), None)
+
+
+def _skip_exclusive_measurements_that_would_share_the_engine(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Throughput and recall figures are only true when nothing else loads the engine."""
+    kinds = {_exclusive_marker(item) for item in items}
+    if not kinds - {None}:
+        return
+    if hasattr(config, "workerinput"):
+        why = "pytest-xdist runs other tests beside it"
+    elif None in kinds:
+        why = "functional checks are selected in the same run"
+    else:
+        return
+    for item in items:
+        marker = _exclusive_marker(item)
+        if marker:
+            item.add_marker(pytest.mark.skip(
+                reason=f"{marker} measurements run alone and {why}: run `pytest -m {marker}` without -n"))
+
+
 class _XdistHooks:
     """Registered only when pytest-xdist is present: hands the session to workers."""
 
@@ -224,6 +248,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if session is None:
         return
     records = config.stash.get(_expectations_key, [])
+    _skip_exclusive_measurements_that_would_share_the_engine(config, items)
     for item in items:
         for marker in item.iter_markers("requires"):
             for capability in marker.args:
