@@ -17,6 +17,7 @@ import pytest
 from engine_acceptance import reporting
 from engine_acceptance.client import ClientTimeouts
 from engine_acceptance.expectations import ExpectedFailure, load_expectations, matching_records
+from engine_acceptance.gate import CAPABILITIES, GateCollector
 from engine_acceptance.profiles import (
     ProfileError,
     available_profiles,
@@ -38,6 +39,7 @@ EXCLUSIVE_MARKERS = ("throughput", "recall", "recall_1m")
 
 session_key = pytest.StashKey[AcceptanceSession]()
 _expectations_key = pytest.StashKey[list[ExpectedFailure]]()
+_gate_key = pytest.StashKey[GateCollector]()
 _reference_key = pytest.StashKey[Any]()
 
 
@@ -65,6 +67,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                          "starting (default: 0, fail at once)")
     group.addoption("--expectations", action="append", default=None, metavar="FILE",
                     help="Expected-failure record file (repeatable; default: every file in fixtures/expectations)")
+    group.addoption("--stale-records", default="fail", choices=("fail", "warn"),
+                    help="A known-defect record whose check now passes: fail the gate (default) or warn")
+    group.addoption("--gate-json", default="gate.json", metavar="PATH",
+                    help="Where to write the machine-readable gate verdict (default: gate.json)")
     group.addoption("--convention", default="vllm",
                     help="Built-in reference engine only: imitate vllm or sglang (default: vllm)")
     group.addoption("--inject", action="append", default=[], metavar="DEFECT",
@@ -80,6 +86,10 @@ def pytest_configure(config: pytest.Config) -> None:
     except ProfileError as exc:
         raise pytest.UsageError(f"--expectations: {exc}") from exc
     workerinput = getattr(config, "workerinput", None)
+    if workerinput is None:
+        gate = GateCollector(stale_records_fail=config.option.stale_records == "fail")
+        config.stash[_gate_key] = gate
+        config.pluginmanager.register(_GateHooks(gate), "engine-acceptance-gate")
     if workerinput is not None:
         if WORKER_INPUT_KEY in workerinput:
             config.stash[session_key] = AcceptanceSession.from_dict(workerinput[WORKER_INPUT_KEY])
@@ -92,6 +102,9 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         config.stash[session_key] = _prepare_session(config, options)
     except EngineUnavailable as exc:
+        gate = config.stash[_gate_key]
+        gate.engine_unavailable = str(exc)
+        gate.write(config.option.gate_json)
         pytest.exit(f"engine-acceptance: {exc}", returncode=ENGINE_UNAVAILABLE_EXIT_CODE)
 
 
@@ -257,21 +270,64 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         known = matching_records(records, item.nodeid, engine=session.engine.kind,
                                  version=session.engine.version, model=session.engine.model)
         if known:
-            item.add_marker(pytest.mark.xfail(strict=True, reason=" | ".join(r.xfail_reason() for r in known)))
+            item.add_marker(pytest.mark.xfail(strict=config.option.stale_records == "fail",
+                                              reason=" | ".join(r.xfail_reason() for r in known)))
+        _label_for_allure(item, session)
+
+
+def _label_for_allure(item: pytest.Item, session: AcceptanceSession) -> None:
+    """Epic = engine, feature = capability, story = check: how a release manager reads the dashboard."""
+    capability = next((name for name in CAPABILITIES if item.get_closest_marker(name)), "other")
+    engine = f"{session.engine.kind} {session.engine.version or ''}".strip()
+    if session.reference:
+        engine += " (built-in reference engine)"
+    for label_type, value in (("epic", engine), ("feature", capability),
+                              ("story", getattr(item, "originalname", item.name))):
+        item.add_marker(pytest.mark.allure_label(value, label_type=label_type))
+
+
+class _GateHooks:
+    """Registered on the controller only: every report, from xdist workers too, reaches it."""
+
+    def __init__(self, gate: GateCollector) -> None:
+        self.gate = gate
+
+    @pytest.hookimpl
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        longrepr = "" if report.longrepr is None else str(report.longrepr)
+        self.gate.add(report.nodeid, report.keywords, report.when, report.outcome,
+                      getattr(report, "wasxfail", None), longrepr)
+
+    @pytest.hookimpl
+    def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
+        self.gate.interrupted = f"interrupted ({excinfo.typename})"
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     config = session.config
     state = config.stash.get(session_key, None)
-    if state is None or hasattr(config, "workerinput"):
+    if hasattr(config, "workerinput"):
         return
+    gate = config.stash.get(_gate_key, None)
+    if gate is not None and state is not None:
+        if exitstatus == pytest.ExitCode.INTERRUPTED and not gate.interrupted:
+            gate.interrupted = "interrupted"
+        gate.write(config.option.gate_json, {"engine": state.environment()})
     alluredir = getattr(config.option, "allure_report_dir", None)
-    if alluredir:
+    if alluredir and state is not None:
         reporting.write_environment(alluredir, state.environment())
+        reporting.write_categories(alluredir)
+        reporting.write_executor(alluredir, state)
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
     state = config.stash.get(session_key, None)
+    gate = config.stash.get(_gate_key, None)
+    if gate is not None and state is not None:
+        terminalreporter.section("engine-acceptance gate")
+        for line in gate.table_lines():
+            terminalreporter.write_line(line, red=line.startswith("GATE: FAIL"), green=line.startswith("GATE: PASS"))
+        terminalreporter.write_line(f"verdict written to {config.option.gate_json}")
     if state is not None and state.reference:
         for line in reporting.reference_banner(state):
             terminalreporter.write_line(line, yellow=True, bold=True)

@@ -18,7 +18,34 @@ from engine_acceptance.redaction import Redactor
 if TYPE_CHECKING:
     from engine_acceptance.session import AcceptanceSession
 
-__all__ = ["attach_exchange", "attach_json", "reference_banner", "write_environment"]
+__all__ = [
+    "CATEGORIES",
+    "attach_exchange",
+    "attach_json",
+    "reference_banner",
+    "write_categories",
+    "write_environment",
+    "write_executor",
+]
+
+# Allure groups failures by these rules, first match wins. They rely on the wording
+# the checks and clients use: "HTTP 5xx", "timeout", stream framing problems.
+CATEGORIES = [
+    {"name": "Stale record: a known defect now passes", "matchedStatuses": ["failed", "broken"],
+     "messageRegex": r"(?s).*XPASS\(strict\).*"},
+    {"name": "Engine error (5xx)", "matchedStatuses": ["failed", "broken"],
+     "messageRegex": r"(?s).*(HTTP 5\d\d|server error).*"},
+    {"name": "Timeout or hang", "matchedStatuses": ["failed", "broken"],
+     "messageRegex": r"(?is).*(timeout|timed out|did not answer|hang).*"},
+    {"name": "Engine unreachable", "matchedStatuses": ["failed", "broken"],
+     "messageRegex": r"(?is).*(unreachable|connection refused|connection: ).*"},
+    {"name": "Protocol violation", "matchedStatuses": ["failed", "broken"],
+     "messageRegex": r"(?is).*(\[DONE\]|not JSON|finish_reason|usage|chunk|protocol|HTTP 4\d\d|markers).*"},
+    {"name": "Wrong answer", "matchedStatuses": ["failed"]},
+    {"name": "Known defect (expected failure record)", "matchedStatuses": ["skipped"],
+     "messageRegex": r"(?s).*known defect.*"},
+    {"name": "Broken test (suite error)", "matchedStatuses": ["broken"]},
+]
 
 RAW_ATTACH_LIMIT = 64 * 1024
 
@@ -29,6 +56,25 @@ def write_environment(alluredir: str | Path, facts: dict[str, str]) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     lines = [f"{key} = {_escape(str(value))}" for key, value in facts.items()]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def write_categories(alluredir: str | Path) -> Path:
+    path = Path(alluredir) / "categories.json"
+    path.write_text(json.dumps(CATEGORIES, indent=2), encoding="utf-8")
+    return path
+
+
+def write_executor(alluredir: str | Path, session: "AcceptanceSession") -> Path:
+    from engine_acceptance import __version__
+
+    path = Path(alluredir) / "executor.json"
+    executor = {
+        "name": "engine-acceptance",
+        "type": "pytest",
+        "buildName": f"engine-acceptance {__version__} against {session.describe()}",
+    }
+    path.write_text(json.dumps(executor, indent=2), encoding="utf-8")
     return path
 
 

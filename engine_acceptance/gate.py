@@ -1,0 +1,138 @@
+"""The release gate: what passed, what failed, what is known, per capability.
+
+The collector sees every test report (on the controller, also under xdist) and
+turns them into the verdict a release pipeline reads: a short terminal table by
+capability and a machine-readable ``gate.json``. The gate passes only when no
+check failed and no expected-failure record went stale (unless stale records
+are only warned about).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable
+
+__all__ = ["CAPABILITIES", "CheckOutcome", "GateCollector"]
+
+# Markers that name a capability, in the order of the test plan.
+CAPABILITIES = (
+    "text", "streaming", "thinking", "tools", "code_exec", "image", "video", "corrupt_media",
+    "throughput", "recall", "recall_1m", "auth",
+)
+
+
+@dataclass
+class CheckOutcome:
+    nodeid: str
+    capability: str
+    outcome: str  # passed, failed, known_defect, stale_record, skipped
+    reason: str = ""
+
+
+@dataclass
+class GateCollector:
+    stale_records_fail: bool = True
+    outcomes: dict[str, CheckOutcome] = field(default_factory=dict)
+    interrupted: str | None = None
+    engine_unavailable: str | None = None
+
+    def add(self, nodeid: str, keywords: Iterable[str], when: str, outcome: str, wasxfail: str | None,
+            longrepr: str) -> None:
+        """Fold one pytest report (setup, call or teardown phase) into the verdict."""
+        capability = next((name for name in CAPABILITIES if name in set(keywords)), "other")
+        previous = self.outcomes.get(nodeid)
+        if wasxfail is not None and outcome == "skipped":
+            result = CheckOutcome(nodeid, capability, "known_defect", wasxfail)
+        elif wasxfail is not None and outcome in ("passed", "failed"):
+            # An xfail record whose check now passes: strict makes it a failure, warn mode a pass.
+            result = CheckOutcome(nodeid, capability, "stale_record", wasxfail)
+        elif outcome == "failed" or "XPASS(strict)" in longrepr:
+            stale = "XPASS(strict)" in longrepr
+            result = CheckOutcome(nodeid, capability, "stale_record" if stale else "failed", _first_line(longrepr))
+        elif outcome == "skipped":
+            result = CheckOutcome(nodeid, capability, "skipped", _skip_reason(longrepr))
+        elif when == "call":
+            result = CheckOutcome(nodeid, capability, "passed")
+        else:
+            return
+        # A teardown error after a pass still fails the check; a later pass never hides a failure.
+        if previous is not None and previous.outcome in ("failed", "stale_record") and result.outcome == "passed":
+            return
+        self.outcomes[nodeid] = result
+
+    def counts_by_capability(self) -> dict[str, dict[str, int]]:
+        table: dict[str, dict[str, int]] = {}
+        for item in self.outcomes.values():
+            row = table.setdefault(item.capability, {k: 0 for k in
+                                                     ("passed", "failed", "known_defect", "stale_record", "skipped")})
+            row[item.outcome] += 1
+        order = {name: index for index, name in enumerate(CAPABILITIES + ("other",))}
+        return dict(sorted(table.items(), key=lambda kv: order.get(kv[0], 99)))
+
+    def _by(self, outcome: str) -> list[CheckOutcome]:
+        return [item for item in self.outcomes.values() if item.outcome == outcome]
+
+    @property
+    def passed(self) -> bool:
+        if self.interrupted or self.engine_unavailable:
+            return False
+        if self._by("failed"):
+            return False
+        return not (self.stale_records_fail and self._by("stale_record"))
+
+    def verdict(self) -> dict[str, Any]:
+        totals = {k: len(self._by(k)) for k in ("passed", "failed", "known_defect", "stale_record", "skipped")}
+        return {
+            "gate": "pass" if self.passed else "fail",
+            "interrupted": self.interrupted,
+            "engine_unavailable": self.engine_unavailable,
+            "totals": totals,
+            "by_capability": self.counts_by_capability(),
+            "failing_checks": [{"id": i.nodeid, "reason": i.reason} for i in self._by("failed")],
+            "stale_records": [{"id": i.nodeid, "record": i.reason} for i in self._by("stale_record")],
+            "known_defects": [{"id": i.nodeid, "record": i.reason} for i in self._by("known_defect")],
+            "skipped": [{"id": i.nodeid, "reason": i.reason} for i in self._by("skipped")],
+            "stale_records_policy": "fail" if self.stale_records_fail else "warn",
+            "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
+
+    def write(self, path: str | Path, extra: dict[str, Any] | None = None) -> Path:
+        target = Path(path)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        data = {**self.verdict(), **(extra or {})}
+        tmp = target.with_suffix(target.suffix + ".tmp")
+        tmp.write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
+        tmp.replace(target)  # never leave a half-written verdict for a pipeline to read
+        return target
+
+    def table_lines(self) -> list[str]:
+        header = f"{'capability':<14}{'passed':>8}{'failed':>8}{'known':>8}{'stale':>8}{'skipped':>9}"
+        lines = [header, "-" * len(header)]
+        for capability, row in self.counts_by_capability().items():
+            lines.append(f"{capability:<14}{row['passed']:>8}{row['failed']:>8}{row['known_defect']:>8}"
+                         f"{row['stale_record']:>8}{row['skipped']:>9}")
+        reasons = sorted({item.reason for item in self._by("skipped") if item.reason})
+        for reason in reasons[:8]:
+            lines.append(f"  skipped: {reason}")
+        for item in self._by("stale_record"):
+            lines.append(f"  STALE RECORD (the defect seems fixed): {item.nodeid}")
+        state = "PASS" if self.passed else "FAIL"
+        why = self.interrupted or self.engine_unavailable or ""
+        lines.append(f"GATE: {state}{' (' + why + ')' if why else ''}")
+        return lines
+
+
+def _first_line(text: str) -> str:
+    for line in text.splitlines():
+        if line.startswith("E "):
+            return line[2:].strip()[:300]
+    return (text.strip().splitlines() or [""])[-1][:300]
+
+
+def _skip_reason(longrepr: str) -> str:
+    # Skip reprs look like "('path', line, 'Skipped: reason')".
+    marker = "Skipped: "
+    return longrepr.split(marker, 1)[1].rstrip("')\"") if marker in longrepr else longrepr[:300]
