@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Turn allure-results/ into the Allure 2 dashboard and, optionally, photograph it.
+#
+#   scripts/allure_dashboard.sh [RESULTS_DIR] [REPORT_DIR]          generate the static report
+#   SCREENSHOT=out.png scripts/allure_dashboard.sh [RESULTS] [REPORT]   ... and take a screenshot
+#
+# Allure 2 (npm package allure-commandline, needs Java 8+) is used because it shows
+# categories.json, environment.properties and executor.json on its overview page.
+# It is installed once under $EA_TOOLS (default ~/.cache/engine-acceptance/tools).
+# The screenshot uses headless Chromium (Debian package chromium) against a
+# loopback-only HTTP server, since the report loads its data with XHR.
+set -euo pipefail
+
+results=${1:-allure-results}
+report=${2:-allure-report}
+tools=${EA_TOOLS:-$HOME/.cache/engine-acceptance/tools}
+allure_version=2.46.1
+
+log() { printf '[allure-dashboard %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
+
+[ -d "$results" ] || { echo "no results directory: $results (run the suite first)" >&2; exit 2; }
+command -v java >/dev/null || { echo "java is required by Allure 2 (apt-get install default-jre-headless)" >&2; exit 2; }
+
+allure="$tools/node_modules/.bin/allure"
+if [ ! -x "$allure" ]; then
+    log "installing allure-commandline $allure_version into $tools"
+    mkdir -p "$tools"
+    npm install --silent --prefix "$tools" "allure-commandline@$allure_version"
+fi
+
+log "generating $report from $results"
+"$allure" generate --clean "$results" -o "$report" >/dev/null
+
+if [ -n "${SCREENSHOT:-}" ]; then
+    chromium=$(command -v chromium || command -v chromium-browser || true)
+    [ -n "$chromium" ] || { echo "chromium is required for the screenshot (apt-get install chromium)" >&2; exit 2; }
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    python3 -m http.server "$port" --bind 127.0.0.1 --directory "$report" >/dev/null 2>&1 &
+    server=$!
+    profile=$(mktemp -d)
+    trap 'kill "$server" 2>/dev/null || true; rm -rf "$profile"' EXIT
+    sleep 1
+    page="http://127.0.0.1:$port/${PAGE:-index.html}"
+    log "screenshot of $page -> $SCREENSHOT"
+    # The background-networking flags keep Chromium from calling out of this closed network.
+    "$chromium" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+        --disable-background-networking --disable-component-update --disable-sync \
+        --user-data-dir="$profile" --window-size="${WINDOW:-1600,1400}" \
+        --virtual-time-budget=8000 --screenshot="$SCREENSHOT" "$page" >/dev/null 2>&1
+    [ -s "$SCREENSHOT" ] || { echo "no screenshot was written" >&2; exit 1; }
+fi
+log "done: open $report/index.html through a web server, or run: $allure open $report"
