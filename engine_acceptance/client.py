@@ -7,6 +7,13 @@ and parsed by :mod:`engine_acceptance.sse`, so both clients rebuild replies with
 the same code (:mod:`engine_acceptance.reassembly`) and a missing ``[DONE]`` is
 visible. Neither client raises on an HTTP error or a bad stream: the
 :class:`Exchange` says what happened and keeps the raw bytes (capped).
+
+A broken engine must not hang or exhaust the suite either: each timeout that
+fires is named with what had arrived by then (a request never answered, a
+stream that stalled, a slow drip stopped by the total timeout); a reply larger
+than ``MAX_REPLY_BYTES`` is abandoned, never held whole; and after a failure at
+the connection level :mod:`engine_acceptance.engine_health` decides whether the
+engine is gone, after which nothing more is sent to it.
 """
 
 from __future__ import annotations
@@ -21,18 +28,25 @@ import aiohttp
 import httpx2 as httpx
 import openai
 
+from engine_acceptance import engine_health
 from engine_acceptance.reassembly import Reply, reassemble_stream, reply_from_body
 from engine_acceptance.sse import SSEEvent, SSEParser
 
 __all__ = [
+    "MAX_REPLY_BYTES",
     "ClientTimeouts",
     "EngineTarget",
     "Exchange",
     "RawStreamingClient",
+    "ReplyTooLarge",
     "SdkChatClient",
 ]
 
 RAW_CAPTURE_LIMIT = 1 << 20
+# No reply the suite asks for comes near this (a 1M-token recall answer is a few
+# KB; a long non-streamed chat reply a few MB). Past it the reply is abandoned:
+# an engine sending hundreds of MB must fail its check, not exhaust the suite.
+MAX_REPLY_BYTES = 32 * 1024 * 1024
 # Parameters the SDK's create() takes by name; everything else (chat_template_kwargs,
 # ignore_eos, top_k, ...) is engine-specific and goes through extra_body.
 _SDK_CHAT_PARAMS = frozenset(
@@ -88,10 +102,17 @@ class Exchange:
     raw_truncated: bool = False
     elapsed_s: float | None = None
     events: list[SSEEvent] = field(default_factory=list, repr=False)
+    # What had arrived when it ended: bytes, and seconds after sending until the
+    # response headers and until the newest byte (None: never).
+    bytes_received: int = 0
+    headers_after_s: float | None = None
+    last_byte_after_s: float | None = None
 
     @property
     def ok(self) -> bool:
-        return self.status is not None and 200 <= self.status < 300 and self.reply is not None
+        # A reply rebuilt from a stream cut by a timeout or a reset is evidence, not a success.
+        return (self.error_kind is None and self.status is not None and 200 <= self.status < 300
+                and self.reply is not None)
 
     def describe_failure(self) -> str:
         """One line for an assertion message when the exchange did not succeed."""
@@ -103,6 +124,14 @@ class Exchange:
             return f"no reply could be read: {_short(self.raw)}"
         return "ok"
 
+    def _received(self, chunk: bytes, after_s: float) -> None:
+        """Count and keep (capped) one read; raises ReplyTooLarge past MAX_REPLY_BYTES."""
+        self.bytes_received += len(chunk)
+        self.last_byte_after_s = after_s
+        self._keep_raw(chunk)
+        if self.bytes_received > MAX_REPLY_BYTES:
+            raise ReplyTooLarge(MAX_REPLY_BYTES, self.bytes_received, self.status)
+
     def _keep_raw(self, chunk: bytes) -> None:
         room = RAW_CAPTURE_LIMIT - len(self.raw)
         if room <= 0:
@@ -110,6 +139,44 @@ class Exchange:
             return
         self.raw += chunk[:room]
         self.raw_truncated |= len(chunk) > room
+
+
+class ReplyTooLarge(Exception):
+    """A reply passed MAX_REPLY_BYTES; reading stopped there."""
+
+    def __init__(self, limit: int, received: int, status: int | None = None) -> None:
+        self.limit, self.received, self.status = limit, received, status
+        status_text = f"HTTP {status} " if status is not None else ""
+        super().__init__(f"the {status_text}reply is larger than the {limit / 2**20:g} MiB cap: abandoned after "
+                         f"{received / 2**20:.1f} MiB (the raw bytes kept are the first "
+                         f"{RAW_CAPTURE_LIMIT // 1024} KiB)")
+
+
+class _CappedStream(httpx.AsyncByteStream):
+    """A response body that raises ReplyTooLarge past the cap, wherever it is read.
+
+    The SDK reads 4xx/5xx bodies whole by itself before raising its status error;
+    wrapping the stream in a response hook bounds those reads too.
+    """
+
+    def __init__(self, stream: Any, status: int) -> None:
+        self._stream = stream
+        self._status = status
+
+    async def __aiter__(self) -> Any:
+        received = 0
+        async for part in self._stream:
+            received += len(part)
+            if received > MAX_REPLY_BYTES:
+                raise ReplyTooLarge(MAX_REPLY_BYTES, received, self._status)
+            yield part
+
+    async def aclose(self) -> None:
+        await self._stream.aclose()
+
+
+async def _cap_response_body(response: httpx.Response) -> None:
+    response.stream = _CappedStream(response.stream, response.status_code)
 
 
 def _short(value: Any, limit: int = 300) -> str:
@@ -121,7 +188,7 @@ def _short(value: Any, limit: int = 300) -> str:
 def _json_or_text(raw: bytes) -> Any:
     try:
         return json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: hostile nesting
         return raw.decode("utf-8", "replace")
 
 
@@ -131,12 +198,16 @@ class SdkChatClient:
     def __init__(self, target: EngineTarget) -> None:
         self.target = target
         timeouts = target.timeouts
+        timeout = httpx.Timeout(timeouts.total, connect=timeouts.connect, read=timeouts.idle)
         self._client = openai.AsyncOpenAI(
             base_url=target.v1_url,
             # The SDK insists on a key; an engine without auth ignores it.
             api_key=target.api_key or "no-key",
             max_retries=0,
-            timeout=httpx.Timeout(timeouts.total, connect=timeouts.connect, read=timeouts.idle),
+            timeout=timeout,
+            # The SDK's own HTTP client, plus a cap on every body it reads.
+            http_client=openai.DefaultAsyncHttpxClient(timeout=timeout,
+                                                       event_hooks={"response": [_cap_response_body]}),
         )
 
     @property
@@ -162,56 +233,67 @@ class SdkChatClient:
         exchange = Exchange("POST", self.target.v1_url + "/chat/completions", body, stream)
         named = {key: value for key, value in body.items() if key in _SDK_CHAT_PARAMS}
         extra = {key: value for key, value in body.items() if key not in _SDK_CHAT_PARAMS and key != "stream"}
+        loss = engine_health.lost(self.target.base_url)
+        if loss is not None:
+            return _not_sent(exchange, loss)
         started = time.monotonic()
         try:
             async with asyncio.timeout(self.target.timeouts.total):
-                if stream:
-                    await self._stream(exchange, named, extra, started)
-                else:
-                    response = await self._client.chat.completions.with_raw_response.create(
-                        **named, extra_body=extra or None
-                    )
-                    exchange.status = response.status_code
-                    exchange._keep_raw(response.content)
-                    exchange.body = _json_or_text(response.content)
-                    if isinstance(exchange.body, dict):
-                        exchange.reply = reply_from_body(exchange.body)
-                    else:
-                        exchange.error_kind = "protocol"
-                        exchange.error = f"2xx body is not a JSON object: {_short(response.content)}"
+                await self._send(exchange, named, extra, started)
         except openai.APIStatusError as exc:
             exchange.status = exc.status_code
             content = _read_error_content(exc.response)
             exchange._keep_raw(content)
             exchange.body = exc.body if exc.body is not None else _json_or_text(content)
+        except ReplyTooLarge as exc:
+            exchange.status = exchange.status or exc.status
+            exchange.error_kind, exchange.error = "protocol", str(exc)
         except (openai.APITimeoutError, TimeoutError, httpx.TimeoutException) as exc:
             exchange.error_kind = "timeout"
-            exchange.error = _timeout_message(exc, self.target.timeouts)
+            exchange.error = _timeout_message(_sdk_timeout_limit(exc), self.target.timeouts, exchange)
         except (openai.APIConnectionError, httpx.TransportError) as exc:
             exchange.error_kind = "connection"
-            exchange.error = f"{type(exc).__name__}: {exc.__cause__ or exc}"
+            exchange.error = _connection_message(exc, exchange)
         finally:
             exchange.elapsed_s = time.monotonic() - started
         if exchange.stream and exchange.events:
             exchange.reply = exchange.reply or reassemble_stream(exchange.events, sent_at=started)
+        _judge_success(exchange)
+        await engine_health.check_after_failure(self.target, exchange)
         return exchange
 
-    async def _stream(self, exchange: Exchange, named: dict[str, Any], extra: dict[str, Any], started: float) -> None:
-        parser = SSEParser()
+    async def _send(self, exchange: Exchange, named: dict[str, Any], extra: dict[str, Any], started: float) -> None:
+        # Streamed or not, the body is read in pieces as it arrives (never whole by the
+        # SDK), so a reply past MAX_REPLY_BYTES is abandoned without being held.
+        parser = SSEParser() if exchange.stream else None
+        flag = {"stream": True} if exchange.stream else {}
+        body = bytearray()
         async with self._client.chat.completions.with_streaming_response.create(
-            **named, stream=True, extra_body=extra or None
+            **named, **flag, extra_body=extra or None
         ) as response:
             exchange.status = response.status_code
+            exchange.headers_after_s = time.monotonic() - started
             try:
                 async for chunk in response.iter_bytes():
                     now = time.monotonic()
-                    exchange._keep_raw(chunk)
-                    exchange.events.extend(parser.feed(chunk, now))
+                    exchange._received(chunk, now - started)
+                    if parser is not None:
+                        exchange.events.extend(parser.feed(chunk, now))
+                    else:
+                        body.extend(chunk)
             finally:
-                tail, _leftover = parser.close(time.monotonic())
-                exchange.events.extend(tail)
-                # Even a broken stream is reassembled: what arrived is evidence.
-                exchange.reply = reassemble_stream(exchange.events, sent_at=started)
+                if parser is not None:
+                    tail, _leftover = parser.close(time.monotonic())
+                    exchange.events.extend(tail)
+                    # Even a broken stream is reassembled: what arrived is evidence.
+                    exchange.reply = reassemble_stream(exchange.events, sent_at=started)
+        if parser is None:
+            exchange.body = _json_or_text(bytes(body))
+            if isinstance(exchange.body, dict):
+                exchange.reply = reply_from_body(exchange.body)
+            else:
+                exchange.error_kind = "protocol"
+                exchange.error = f"2xx body is not a JSON object: {_short(bytes(body))}"
 
 
 class RawStreamingClient:
@@ -251,34 +333,42 @@ class RawStreamingClient:
         stream = bool(body and body.get("stream")) if stream is None else stream
         url = self.target.base_url.rstrip("/") + path
         exchange = Exchange(method, url, body, stream)
+        loss = engine_health.lost(self.target.base_url)
+        if loss is not None:
+            return _not_sent(exchange, loss)
         all_headers = {**self.target.auth_headers(), **(headers or {})}
         parser = SSEParser()
         started = time.monotonic()
         try:
             async with self._session.request(method, url, json=body, headers=all_headers) as response:
                 exchange.status = response.status
+                exchange.headers_after_s = time.monotonic() - started
                 is_sse = response.content_type == "text/event-stream"
                 async for chunk in response.content.iter_any():
                     now = time.monotonic()
-                    exchange._keep_raw(chunk)
+                    exchange._received(chunk, now - started)
                     if is_sse and stream:
                         exchange.events.extend(parser.feed(chunk, now))
+        except ReplyTooLarge as exc:
+            exchange.error_kind, exchange.error = "protocol", str(exc)
         except (asyncio.TimeoutError, TimeoutError) as exc:
             exchange.error_kind = "timeout"
-            exchange.error = _timeout_message(exc, self.target.timeouts)
+            exchange.error = _timeout_message(_aiohttp_timeout_limit(exc), self.target.timeouts, exchange)
         except aiohttp.ClientError as exc:
             exchange.error_kind = "connection"
-            exchange.error = f"{type(exc).__name__}: {exc}"
+            exchange.error = _connection_message(exc, exchange)
         finally:
             exchange.elapsed_s = time.monotonic() - started
         tail, _leftover = parser.close(time.monotonic())
         exchange.events.extend(tail)
         if exchange.events:
             exchange.reply = reassemble_stream(exchange.events, sent_at=started)
-        elif exchange.raw:
+        elif exchange.raw and exchange.error_kind is None:
             exchange.body = _json_or_text(exchange.raw)
             if (exchange.status or 0) < 300 and isinstance(exchange.body, dict) and "choices" in exchange.body:
                 exchange.reply = reply_from_body(exchange.body)
+        _judge_success(exchange)
+        await engine_health.check_after_failure(self.target, exchange)
         return exchange
 
 
@@ -289,8 +379,86 @@ def _read_error_content(response: httpx.Response) -> bytes:
         return b""
 
 
-def _timeout_message(exc: BaseException, timeouts: ClientTimeouts) -> str:
-    return (
-        f"{type(exc).__name__} (limits: connect {timeouts.connect:g}s, idle {timeouts.idle:g}s, "
-        f"total {timeouts.total:g}s){': ' + str(exc) if str(exc) else ''}"
-    )
+def _not_sent(exchange: Exchange, loss: engine_health.EngineLost) -> Exchange:
+    exchange.error_kind = "connection"
+    exchange.error = f"not sent: {loss.message()}"
+    exchange.elapsed_s = 0.0
+    return exchange
+
+
+def _judge_success(exchange: Exchange) -> None:
+    """A 2xx that is not a usable reply becomes a protocol error, so no check passes on it."""
+    if exchange.error_kind is not None or exchange.status is None or not 200 <= exchange.status < 300:
+        return
+    body = exchange.body
+    if not exchange.stream and isinstance(body, dict) and "error" in body and "choices" not in body:
+        exchange.reply = None
+        exchange.error_kind = "protocol"
+        exchange.error = f"HTTP {exchange.status} with an error body instead of a reply: {_short(body)}"
+        return
+    reply = exchange.reply
+    if reply is not None and reply.streamed and reply.unreadable:
+        more = f" (and {len(reply.unreadable) - 1} more)" if len(reply.unreadable) > 1 else ""
+        exchange.error_kind = "protocol"
+        exchange.error = f"HTTP {exchange.status} stream with an unusable event: {reply.unreadable[0]}{more}"
+
+
+def _sdk_timeout_limit(exc: BaseException) -> str:
+    """Which limit fired: the SDK wraps httpx's timeouts, our asyncio.timeout is the total."""
+    cause = exc.__cause__ if isinstance(exc, openai.APITimeoutError) else exc
+    if isinstance(cause, httpx.ConnectTimeout):
+        return "connect"
+    if isinstance(cause, (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout)):
+        return "idle"
+    return "total"
+
+
+def _aiohttp_timeout_limit(exc: BaseException) -> str:
+    if isinstance(exc, aiohttp.ConnectionTimeoutError):
+        return "connect"
+    if isinstance(exc, aiohttp.SocketTimeoutError):
+        return "idle"
+    return "total"
+
+
+def _timeout_message(limit: str, timeouts: ClientTimeouts, exchange: Exchange) -> str:
+    """What the engine did up to the timeout, in words that name the fault."""
+    received = f"{exchange.bytes_received} bytes" + (f" in {len(exchange.events)} event(s)" if exchange.events else "")
+    if limit == "connect":
+        return f"connect timeout: no connection within {timeouts.connect:g}s"
+    if limit == "idle" and exchange.headers_after_s is None:
+        return (f"idle timeout: the engine accepted the request and sent no response within {timeouts.idle:g}s "
+                "(never answered)")
+    if limit == "idle":
+        return (f"idle timeout: the reply stalled mid-way, no byte for {timeouts.idle:g}s after {received} "
+                "(the stream stopped and hung)")
+    if exchange.bytes_received:
+        return (f"total timeout: the request took longer than {timeouts.total:g}s although bytes kept arriving "
+                f"({received}, the last {exchange.last_byte_after_s or 0:.1f}s after sending): the reply "
+                "trickles in (a slow drip) or is too long for the request timeout")
+    if exchange.headers_after_s is not None:
+        return f"total timeout: response headers came, then no body byte within {timeouts.total:g}s"
+    return f"total timeout: no response within {timeouts.total:g}s"
+
+
+def _connection_message(exc: BaseException, exchange: Exchange) -> str:
+    """Why the connection failed (the errno's words where there is one) and how far the reply got."""
+    chain: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in chain and len(chain) < 8:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    # The OS error says it plainly ("Connection reset by peer", "Connection refused");
+    # wrappers often carry no text at all (httpx's ReadError).
+    os_error = next((e for e in chain if isinstance(e, OSError) and str(e).strip()), None)
+    texts = [" ".join(str(e).split()) for e in chain if str(e).strip()]
+    if os_error is not None:
+        detail = str(os_error)
+    elif len(texts) > 1:
+        detail = f"{texts[0]} (cause: {texts[-1]})"
+    else:
+        detail = texts[0] if texts else "no detail"
+    where = ("before any response" if exchange.headers_after_s is None else
+             f"mid-reply, after HTTP {exchange.status} and {exchange.bytes_received} bytes"
+             + (f" in {len(exchange.events)} event(s)" if exchange.events else ""))
+    return f"{type(exc).__name__}: {_short(detail, 200)} ({where})"

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from engine_acceptance import reporting
+from engine_acceptance import engine_health, interrupts, reporting
 from engine_acceptance.client import ClientTimeouts
 from engine_acceptance.expectations import ExpectedFailure, load_expectations, matching_records
 from engine_acceptance.gate import CAPABILITIES, GateCollector
@@ -23,17 +23,20 @@ from engine_acceptance.profiles import (
     available_profiles,
     choose_model_profile,
     load_engine_profile,
+    load_model_profile,
 )
 from engine_acceptance.readiness import EngineUnavailable, detect_engine, wait_until_ready
 from engine_acceptance.session import AcceptanceSession, ReferenceTarget
 
-__all__ = ["ENGINE_UNAVAILABLE_EXIT_CODE", "session_key"]
+__all__ = ["ENGINE_UNAVAILABLE_EXIT_CODE", "recall_tokens_key", "session_key", "tokenizer_key"]
 
 # Distinct from pytest's own codes (0-5) so a pipeline can tell "engine down" from "tests failed".
 ENGINE_UNAVAILABLE_EXIT_CODE = 6
 ENGINE_KINDS = ("auto", "vllm", "sglang", "generic")
 CONVENTIONS = ("vllm", "sglang")
 WORKER_INPUT_KEY = "engine_acceptance_session"
+# The built-in reference engine serves the model of this profile.
+REFERENCE_MODEL_PROFILE = "reference"
 # Measurements that must have the engine to themselves (DESIGN "Scale").
 EXCLUSIVE_MARKERS = ("throughput", "recall", "recall_1m")
 
@@ -41,6 +44,10 @@ session_key = pytest.StashKey[AcceptanceSession]()
 _expectations_key = pytest.StashKey[list[ExpectedFailure]]()
 _gate_key = pytest.StashKey[GateCollector]()
 _reference_key = pytest.StashKey[Any]()
+_sigterm_key = pytest.StashKey[Any]()
+# --recall-tokens as a number, and the --tokenizer file loaded (None when not given).
+recall_tokens_key = pytest.StashKey["int | None"]()
+tokenizer_key = pytest.StashKey[Any]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -75,6 +82,29 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="Built-in reference engine only: imitate vllm or sglang (default: vllm)")
     group.addoption("--inject", action="append", default=[], metavar="DEFECT",
                     help="Built-in reference engine only: inject a defect (repeatable)")
+    group.addoption("--recall-tokens", default=None, metavar="N",
+                    help="Recall prompt length in tokens (default: the model profile's context length, capped by "
+                         "the engine's max_model_len, minus room for the answer)")
+    group.addoption("--tokenizer", default=None, metavar="PATH",
+                    help="The served model's tokenizer.json, to count prompt tokens locally (default: the "
+                         "engine's /tokenize)")
+    group.addoption("--throughput-shapes", default="smoke", metavar="SPEC",
+                    help="Throughput cells: smoke, full (the seeds' matrix), or a comma list of IN/OUT, "
+                         "IN/OUT@C, IN/OUT@CxR (default: smoke)")
+    group.addoption("--throughput-rounds", type=int, default=3, metavar="N",
+                    help="Measured rounds per throughput cell; tables show the median of rounds (default: 3)")
+    group.addoption("--throughput-threshold", action="append", default=[], metavar="[CELL:]METRIC<=|>=VALUE",
+                    help="Throughput gate on a cell's median, e.g. p95_ttft_ms<=500 or "
+                         "128/128@4:output_tok_s>=100 (repeatable; adds to the model profile's)")
+    group.addoption("--throughput-tolerance", action="append", default=[], metavar="METRIC=PCT",
+                    help="Allowed regression against the baseline, e.g. p95_ttft_ms=20%% (repeatable; overrides "
+                         "the baseline file's)")
+    group.addoption("--throughput-baseline", default=None, metavar="PATH",
+                    help="Compare throughput with this saved baseline")
+    group.addoption("--throughput-save", default=None, metavar="PATH",
+                    help="Save this run's throughput medians as a baseline")
+    group.addoption("--throughput-out", default=None, metavar="PATH",
+                    help="Write every throughput round's figures to this JSON file")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -85,6 +115,12 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[_expectations_key] = load_expectations(paths)
     except ProfileError as exc:
         raise pytest.UsageError(f"--expectations: {exc}") from exc
+    _validate_throughput_options(config)
+    # In every process that runs tests (xdist workers too): Allure must not call a check cut off by Ctrl-C passed.
+    config.pluginmanager.register(interrupts.InterruptedTestReport(), "engine-acceptance-interrupted-test")
+    # A CI kill (SIGTERM) must leave a verdict and stop the engine, as Ctrl-C does; in
+    # xdist workers too, when the whole process group gets it.
+    config.stash[_sigterm_key] = interrupts.install_sigterm_handler()
     workerinput = getattr(config, "workerinput", None)
     if workerinput is None:
         gate = GateCollector(stale_records_fail=config.option.stale_records == "fail")
@@ -106,12 +142,71 @@ def pytest_configure(config: pytest.Config) -> None:
         gate.engine_unavailable = str(exc)
         gate.write(config.option.gate_json)
         pytest.exit(f"engine-acceptance: {exc}", returncode=ENGINE_UNAVAILABLE_EXIT_CODE)
+    _check_recall_tokens_fit(config, config.stash[session_key])
+
+
+def _validate_throughput_options(config: pytest.Config) -> None:
+    from engine_acceptance.throughput_settings import SettingsError, settings_from_options, settings_key
+
+    opt = config.option
+    try:
+        config.stash[settings_key] = settings_from_options(
+            shapes=opt.throughput_shapes, rounds=opt.throughput_rounds, thresholds=opt.throughput_threshold,
+            tolerances=opt.throughput_tolerance, baseline=opt.throughput_baseline, save=opt.throughput_save,
+            out=opt.throughput_out)
+    except SettingsError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def _validate_recall_options(config: pytest.Config) -> None:
+    from engine_acceptance.haystack import MIN_RECALL_TOKENS
+    from engine_acceptance.token_count import LocalTokenCounter, TokenCountError
+
+    raw = config.option.recall_tokens
+    tokens = None
+    if raw is not None:
+        try:
+            tokens = int(str(raw).replace("_", ""))
+        except ValueError:
+            raise pytest.UsageError(f"--recall-tokens: {raw!r} is not a whole number of tokens") from None
+        if tokens < MIN_RECALL_TOKENS:
+            raise pytest.UsageError(f"--recall-tokens: {raw!r} is below the minimum of {MIN_RECALL_TOKENS} tokens")
+    config.stash[recall_tokens_key] = tokens
+    path = config.option.tokenizer
+    try:
+        config.stash[tokenizer_key] = LocalTokenCounter.from_file(path) if path is not None else None
+    except TokenCountError as exc:
+        raise pytest.UsageError(f"--tokenizer: {path!r}: {exc}") from None
+
+
+def _check_recall_tokens_fit(config: pytest.Config, session: AcceptanceSession) -> None:
+    """An explicit --recall-tokens the engine cannot take is a usage error, not a failed check."""
+    from engine_acceptance.haystack import recall_budget
+
+    requested = config.stash.get(recall_tokens_key, None)
+    if requested is None:
+        return
+    try:
+        recall_budget(requested=requested, profile_context=session.model_profile.context_length,
+                      max_model_len=session.engine.max_model_len)
+    except ValueError as exc:
+        raise pytest.UsageError(f"--recall-tokens: {config.option.recall_tokens!r}: {exc}") from None
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
     reference = config.stash.get(_reference_key, None)
     if reference is not None:
         reference.stop()
+    interrupts.restore_sigterm_handler(config.stash.get(_sigterm_key, None))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_call(item: pytest.Item) -> None:
+    """Once this process has found the engine gone, fail at once instead of waiting for a timeout."""
+    session = item.config.stash.get(session_key, None)
+    loss = engine_health.lost(session.engine.url) if session is not None else None
+    if loss is not None:
+        pytest.fail(loss.message(), pytrace=False)
 
 
 def _validated_options(config: pytest.Config) -> dict[str, Any]:
@@ -147,6 +242,7 @@ def _validated_options(config: pytest.Config) -> dict[str, Any]:
             raise pytest.UsageError(f"--{name.replace('_', '-')}: {getattr(opt, name)!r} must be a positive number")
     if opt.startup_timeout < 0:
         raise pytest.UsageError(f"--startup-timeout: {opt.startup_timeout!r} must be zero or positive")
+    _validate_recall_options(config)
     try:
         engine_profiles = [load_engine_profile(name) for name in available_profiles("engines")]
         if opt.profile:
@@ -170,7 +266,9 @@ def _prepare_session(config: pytest.Config, options: dict[str, Any]) -> Acceptan
 
         try:
             running = start_reference_engine(
-                convention=opt.convention, api_key=options["api_key"], defects=tuple(opt.inject)
+                convention=opt.convention, api_key=options["api_key"], defects=tuple(opt.inject),
+                # As long a context as its profile promises (1M: the recall_1m check runs on it).
+                max_model_len=load_model_profile(REFERENCE_MODEL_PROFILE).context_length,
             )
         except RuntimeError as exc:
             raise EngineUnavailable(f"the built-in reference engine did not start: {exc}") from exc
@@ -255,6 +353,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     return lines
 
 
+# trylast: after -m/-k have deselected, so "what else runs" means what really runs.
+@pytest.hookimpl(trylast=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip checks whose capability the model profile lacks; mark known defects as strict xfails."""
     session = config.stash.get(session_key, None)
@@ -300,7 +400,7 @@ class _GateHooks:
 
     @pytest.hookimpl
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
-        self.gate.interrupted = f"interrupted ({excinfo.typename})"
+        self.gate.interrupted = f"interrupted ({getattr(excinfo.value, 'signal_name', None) or excinfo.typename})"
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:

@@ -73,6 +73,9 @@ class ModelProfile:
     reasoning_efforts: tuple[str, ...] = ()
     tokenizer: str | None = None
     source: Path | None = None
+    reply_tokens: int = 1024
+    # Throughput gate for deployments of this model ([CELL:]METRIC<=VALUE); see throughput_gate.
+    throughput_thresholds: tuple[str, ...] = ()
 
     def has(self, capability: str) -> bool:
         return capability in self.capabilities
@@ -164,7 +167,9 @@ def load_model_profile(name_or_path: str) -> ModelProfile:
         thinking_modes=dict(thinking.get("modes") or {}),
         reasoning_efforts=tuple(thinking.get("efforts") or ()),
         tokenizer=data.get("tokenizer"),
+        reply_tokens=data.get("reply_tokens", 1024),
         source=path,
+        throughput_thresholds=tuple((data.get("throughput") or {}).get("thresholds") or ()),
     )
 
 

@@ -98,8 +98,15 @@ class Reply:
     chunk_objects: set[str] = field(default_factory=set)
     # Seconds since the request was sent, one per event with data.
     event_times: list[float] = field(default_factory=list)
+    # Seconds since sent of each event carrying a choice (index 0), output or not:
+    # what vLLM's benchmark times inter-token latency and E2E by.
+    choice_times: list[float] = field(default_factory=list)
     first_output_time: float | None = None
     problems: list[str] = field(default_factory=list)
+    # The problems that mean part of the reply could not be read at all (an event
+    # that is not JSON or not UTF-8, an error event, a chunk of the wrong shape):
+    # whatever a check then finds in the reply may be missing pieces.
+    unreadable: list[str] = field(default_factory=list)
 
     @property
     def finish_reason_is_valid(self) -> bool:
@@ -135,9 +142,12 @@ def reply_from_body(body: dict[str, Any]) -> Reply:
     """Reassemble a non-streamed ``chat.completion`` or ``text_completion`` body."""
     reply = Reply(streamed=False, response_id=body.get("id"), model=body.get("model"))
     choices = body.get("choices")
-    if not isinstance(choices, list) or not choices:
-        reply.problems.append(f"response has no choices: {str(body)[:300]}")
+    shape = _body_shape_problem(choices)
+    if shape is not None:
+        reply.problems.append(shape)
+        reply.unreadable.append(shape)
     else:
+        assert isinstance(choices, list)
         choice = choices[0]
         message = choice.get("message")
         if isinstance(message, dict):
@@ -169,9 +179,10 @@ def reassemble_stream(events: Iterable[SSEEvent], *, sent_at: float | None = Non
     """Rebuild the reply from stream events (chat chunks or completion chunks)."""
     reply = Reply(streamed=True)
     calls: dict[int, ToolCall] = {}
+    pieces = _Pieces()
     for event in events:
         if event.decode_error:
-            reply.problems.append(f"event is not valid UTF-8 ({event.decode_error})")
+            _unreadable(reply, f"event is not valid UTF-8 ({event.decode_error})")
         if not event.has_data:
             continue
         if reply.done_received:
@@ -186,14 +197,18 @@ def reassemble_stream(events: Iterable[SSEEvent], *, sent_at: float | None = Non
             reply.event_times.append(relative)
         try:
             chunk = json.loads(event.data)
-        except json.JSONDecodeError as exc:
-            reply.problems.append(f"event data is not JSON ({exc}): {event.data[:200]!r}")
+        except (ValueError, RecursionError) as exc:
+            _unreadable(reply, f"event data is not JSON ({str(exc)[:100]}): {event.data[:200]!r}")
             continue
         if not isinstance(chunk, dict):
-            reply.problems.append(f"event data is not a JSON object: {event.data[:200]!r}")
+            _unreadable(reply, f"event data is not a JSON object: {event.data[:200]!r}")
             continue
         if "error" in chunk and "choices" not in chunk:
-            reply.problems.append(f"error event in stream: {json.dumps(chunk['error'])[:300]}")
+            _unreadable(reply, f"error event in stream: {json.dumps(chunk['error'], ensure_ascii=False)[:300]}")
+            continue
+        shape = _chunk_shape_problem(chunk)
+        if shape is not None:
+            _unreadable(reply, f"{shape}: {event.data[:200]!r}")
             continue
         reply.chunk_count += 1
         if chunk.get("id"):
@@ -205,16 +220,17 @@ def reassemble_stream(events: Iterable[SSEEvent], *, sent_at: float | None = Non
         if isinstance(chunk.get("usage"), dict):
             # Engines may repeat usage (vLLM continuous_usage_stats); the last one is final.
             reply.usage = Usage.from_dict(chunk["usage"])
-        had_output = False
+        had_output = had_choice = False
         for choice in chunk.get("choices") or []:
             if choice.get("index", 0) != 0:
                 continue
+            had_choice = True
             delta = choice.get("delta")
             if isinstance(delta, dict):
-                had_output |= _apply_delta(reply, delta, calls)
+                had_output |= _apply_delta(reply, delta, calls, pieces)
             elif "text" in choice:
                 text = choice.get("text") or ""
-                reply.content += text
+                pieces.content.append(text)
                 had_output |= bool(text)
             if choice.get("finish_reason") is not None:
                 if reply.finish_reason is not None and reply.finish_reason != choice["finish_reason"]:
@@ -222,9 +238,16 @@ def reassemble_stream(events: Iterable[SSEEvent], *, sent_at: float | None = Non
                         f"finish_reason changed from {reply.finish_reason!r} to {choice['finish_reason']!r}"
                     )
                 reply.finish_reason = choice["finish_reason"]
+        if had_choice and relative is not None:
+            reply.choice_times.append(relative)
         if had_output and reply.first_output_time is None:
             reply.first_output_time = relative
-    reply.tool_calls = [calls[index] for index in sorted(calls)]
+    reply.content = "".join(pieces.content)
+    reply.reasoning = "".join(pieces.reasoning)
+    for index, parts in pieces.arguments.items():
+        calls[index].arguments = "".join(parts)
+    # An explicit null index sorts first instead of failing to compare with integers.
+    reply.tool_calls = [calls[index] for index in sorted(calls, key=lambda i: -1 if i is None else i)]
     if not reply.done_received:
         reply.problems.append("stream ended without data: [DONE]")
     if reply.events_after_done:
@@ -236,16 +259,99 @@ def reassemble_stream(events: Iterable[SSEEvent], *, sent_at: float | None = Non
     return reply
 
 
-def _apply_delta(reply: Reply, delta: dict[str, Any], calls: dict[int, ToolCall]) -> bool:
+def _unreadable(reply: Reply, problem: str) -> None:
+    reply.problems.append(problem)
+    reply.unreadable.append(problem)
+
+
+def _text_problem(where: str, part: dict[str, Any], names: Iterable[str]) -> str | None:
+    for name in names:
+        if part.get(name) is not None and not isinstance(part[name], str):
+            return f"{where}.{name} is {type(part[name]).__name__}, not a string"
+    return None
+
+
+def _call_problem(where: str, calls: Any) -> str | None:
+    """What is wrong with a tool_calls list's shape; None when every call can be read."""
+    if calls is None:
+        return None
+    if not isinstance(calls, list):
+        return f"{where}.tool_calls is {type(calls).__name__}, not a list"
+    for number, call in enumerate(calls):
+        if not isinstance(call, dict):
+            return f"{where}.tool_calls[{number}] is {type(call).__name__}, not an object"
+        index = call.get("index")
+        if index is not None and (not isinstance(index, int) or isinstance(index, bool)):
+            return f"{where}.tool_calls[{number}].index is {index!r}, not an integer"
+        function = call.get("function")
+        if function is not None and not isinstance(function, dict):
+            return f"{where}.tool_calls[{number}].function is {type(function).__name__}, not an object"
+        problem = _text_problem(f"{where}.tool_calls[{number}]", call, ("id", "type")) or \
+            _text_problem(f"{where}.tool_calls[{number}].function", function or {}, ("name", "arguments"))
+        if problem:
+            return problem
+    return None
+
+
+def _body_shape_problem(choices: Any) -> str | None:
+    """Whether a non-streamed body's first choice can be read; None when it can."""
+    if not isinstance(choices, list) or not choices:
+        return f"response has no choices: {str(choices)[:300]}"
+    choice = choices[0]
+    if not isinstance(choice, dict):
+        return f"choices[0] is {type(choice).__name__}, not an object"
+    message = choice.get("message")
+    if message is not None and not isinstance(message, dict):
+        return f"choices[0].message is {type(message).__name__}, not an object"
+    return (_text_problem("choices[0]", choice, ("text", "finish_reason"))
+            or _text_problem("choices[0].message", message or {}, ("role", "content", *REASONING_FIELDS))
+            or _call_problem("choices[0].message", (message or {}).get("tool_calls")))
+
+
+def _chunk_shape_problem(chunk: dict[str, Any]) -> str | None:
+    """Whether every part of a stream chunk the reassembly reads has the type it must have."""
+    choices = chunk.get("choices")
+    if choices is None:
+        return None
+    if not isinstance(choices, list):
+        return f"choices is {type(choices).__name__}, not a list"
+    for number, choice in enumerate(choices):
+        where = f"choices[{number}]"
+        if not isinstance(choice, dict):
+            return f"{where} is {type(choice).__name__}, not an object"
+        index = choice.get("index", 0)
+        if not isinstance(index, int) or isinstance(index, bool):
+            return f"{where}.index is {index!r}, not an integer"
+        delta = choice.get("delta")
+        problem = _text_problem(where, choice, ("text", "finish_reason"))
+        if problem is None and isinstance(delta, dict):
+            problem = (_text_problem(f"{where}.delta", delta, ("role", "content", *REASONING_FIELDS))
+                       or _call_problem(f"{where}.delta", delta.get("tool_calls")))
+        if problem:
+            return problem
+    return None
+
+
+@dataclass
+class _Pieces:
+    """Streamed text gathered as pieces and joined once: appending to a string field
+    copies it each time, quadratic on a long (or hostile, endless) stream."""
+
+    content: list[str] = field(default_factory=list)
+    reasoning: list[str] = field(default_factory=list)
+    arguments: dict[Any, list[str]] = field(default_factory=dict)
+
+
+def _apply_delta(reply: Reply, delta: dict[str, Any], calls: dict[int, ToolCall], pieces: _Pieces) -> bool:
     """Fold one delta into the reply; True when it carried output (text, reasoning or a call)."""
     had_output = False
     if delta.get("role"):
         reply.role = delta["role"]
     text = delta.get("content")
     if text:
-        reply.content += text
+        pieces.content.append(text)
         had_output = True
-    had_output |= _take_reasoning(reply, delta)
+    had_output |= _take_reasoning(reply, delta, pieces.reasoning)
     for raw_call in delta.get("tool_calls") or []:
         index = raw_call.get("index", len(calls))
         call = calls.setdefault(index, ToolCall(index=index))
@@ -255,17 +361,20 @@ def _apply_delta(reply: Reply, delta: dict[str, Any], calls: dict[int, ToolCall]
         # Names arrive whole in the first fragment on vLLM and SGLang; append anyway so
         # an engine that splits them still reassembles.
         call.name += function.get("name") or ""
-        call.arguments += function.get("arguments") or ""
+        pieces.arguments.setdefault(index, []).append(function.get("arguments") or "")
         had_output = True
     return had_output
 
 
-def _take_reasoning(reply: Reply, part: dict[str, Any]) -> bool:
+def _take_reasoning(reply: Reply, part: dict[str, Any], sink: list[str] | None = None) -> bool:
     taken = False
     for name in REASONING_FIELDS:
         value = part.get(name)
         if value:
-            reply.reasoning += value
+            if sink is not None:
+                sink.append(value)
+            else:
+                reply.reasoning += value
             if name not in reply.reasoning_fields:
                 reply.reasoning_fields.append(name)
             taken = True

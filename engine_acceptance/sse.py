@@ -51,17 +51,23 @@ class SSEParser:
 
     _buffer: bytearray = field(default_factory=bytearray)
     total_bytes: int = 0
+    # Bytes of the buffer already searched for a boundary. A boundary is at most 4
+    # bytes, so the next search starts 3 bytes before: an event that arrives in a
+    # thousand reads is scanned once, not a thousand times (linear, not quadratic).
+    _scanned: int = 0
 
     def feed(self, chunk: bytes, received_at: float | None = None) -> list[SSEEvent]:
         self.total_bytes += len(chunk)
         self._buffer.extend(chunk)
         events: list[SSEEvent] = []
         while True:
-            match = _EVENT_BOUNDARY.search(self._buffer)
+            match = _EVENT_BOUNDARY.search(self._buffer, max(0, self._scanned - 3))
             if match is None:
+                self._scanned = len(self._buffer)
                 break
             block = bytes(self._buffer[: match.start()])
             del self._buffer[: match.end()]
+            self._scanned = 0
             event = _parse_block(block, received_at)
             if event is not None:
                 events.append(event)
@@ -71,6 +77,7 @@ class SSEParser:
         """End of stream: parse any unterminated final event; return it and the leftover."""
         leftover = bytes(self._buffer)
         self._buffer.clear()
+        self._scanned = 0
         if not leftover.strip():
             return [], b""
         event = _parse_block(leftover, received_at)

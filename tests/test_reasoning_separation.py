@@ -17,16 +17,16 @@ from engine_acceptance.checks import markers_found, reply_of, short
 pytestmark = [pytest.mark.text, pytest.mark.streaming]
 
 
-def _request(prompts) -> dict:
+def _request(prompts, model_profile) -> dict:
     return {"messages": [{"role": "user", "content": prompts["text"]["arithmetic"]["prompt"]}],
-            "temperature": 0, "max_tokens": 1024}
+            "temperature": 0, "max_tokens": model_profile.reply_tokens}
 
 
 @pytest.mark.requires("reasoning")
 async def test_reasoning_arrives_in_the_reasoning_field_not_in_content(chat, prompts, model_profile, stream) -> None:
     if not model_profile.reasoning_default_on:
         pytest.skip(f"model profile {model_profile.name!r} says the model does not reason by default")
-    reply = reply_of(await chat(_request(prompts), stream=stream))
+    reply = reply_of(await chat(_request(prompts, model_profile), stream=stream))
     allure.attach(", ".join(reply.reasoning_fields) or "none", name="reasoning field used",
                   attachment_type=allure.attachment_type.TEXT)
     leaked = markers_found(reply.content, model_profile.reasoning_markers)
@@ -38,6 +38,6 @@ async def test_reasoning_arrives_in_the_reasoning_field_not_in_content(chat, pro
 
 
 async def test_content_holds_no_reasoning_markers(chat, prompts, model_profile, stream) -> None:
-    reply = reply_of(await chat(_request(prompts), stream=stream))
+    reply = reply_of(await chat(_request(prompts, model_profile), stream=stream))
     leaked = markers_found(reply.content, model_profile.reasoning_markers)
     assert not leaked, f"reasoning markers {leaked} in content: {short(reply.content)!r}"

@@ -9,21 +9,21 @@ from engine_acceptance.checks import reply_of
 pytestmark = [pytest.mark.streaming]
 
 
-def _request(prompts) -> dict:
+def _request(prompts, model_profile) -> dict:
     return {"messages": [{"role": "user", "content": prompts["text"]["arithmetic"]["prompt"]}],
-            "temperature": 0, "max_tokens": 1024}
+            "temperature": 0, "max_tokens": model_profile.reply_tokens}
 
 
-async def test_stream_ends_with_done_and_a_final_finish_reason(chat, prompts) -> None:
-    exchange = await chat(_request(prompts), stream=True)
+async def test_stream_ends_with_done_and_a_final_finish_reason(chat, prompts, model_profile) -> None:
+    exchange = await chat(_request(prompts, model_profile), stream=True)
     reply = reply_of(exchange)
     assert reply.done_received, f"the stream ended without data: [DONE] after {reply.chunk_count} chunk(s)"
     assert reply.events_after_done == 0, f"{reply.events_after_done} event(s) arrived after data: [DONE]"
     assert reply.finish_reason_is_valid, f"no valid finish_reason in the stream (got {reply.finish_reason!r})"
 
 
-async def test_every_stream_event_is_a_well_formed_chunk(chat, prompts) -> None:
-    exchange = await chat(_request(prompts), stream=True)
+async def test_every_stream_event_is_a_well_formed_chunk(chat, prompts, model_profile) -> None:
+    exchange = await chat(_request(prompts, model_profile), stream=True)
     reply = reply_of(exchange)
     framing = [problem for problem in reply.problems if "[DONE]" not in problem]
     assert not framing, "; ".join(framing)
@@ -32,9 +32,9 @@ async def test_every_stream_event_is_a_well_formed_chunk(chat, prompts) -> None:
     assert reply.chunk_count >= 2, f"only {reply.chunk_count} chunk(s): the reply was not streamed"
 
 
-async def test_streamed_reply_has_the_same_shape_as_the_non_streamed_reply(chat, prompts) -> None:
+async def test_streamed_reply_has_the_same_shape_as_the_non_streamed_reply(chat, prompts, model_profile) -> None:
     # Reasoning is left out of the shape on purpose: its placement is the reasoning
     # separation check's verdict, and one defect should fail one check.
-    whole = reply_of(await chat(_request(prompts), stream=False, label="non-streamed"))
-    streamed = reply_of(await chat(_request(prompts), stream=True, label="streamed"))
+    whole = reply_of(await chat(_request(prompts, model_profile), stream=False, label="non-streamed"))
+    streamed = reply_of(await chat(_request(prompts, model_profile), stream=True, label="streamed"))
     assert streamed.shape() == whole.shape(), f"streamed {streamed.shape()} != non-streamed {whole.shape()}"

@@ -21,18 +21,18 @@ async def test_models_endpoint_lists_the_served_model(acceptance, sdk_client) ->
     assert acceptance.engine.model in served, f"/v1/models lists {served}, not {acceptance.engine.model!r}"
 
 
-async def test_reply_has_content_and_a_valid_finish_reason(chat, prompts, stream) -> None:
+async def test_reply_has_content_and_a_valid_finish_reason(chat, prompts, model_profile, stream) -> None:
     reply = reply_of(await chat({"messages": [{"role": "user", "content": prompts["text"]["basic"]["prompt"]}],
-                                 "temperature": 0, "max_tokens": 512}, stream=stream))
+                                 "temperature": 0, "max_tokens": model_profile.reply_tokens}, stream=stream))
     assert reply.content.strip(), f"content is empty (finish_reason={reply.finish_reason!r}, " \
                                   f"reasoning={short(reply.reasoning)!r})"
     assert reply.finish_reason_is_valid, f"finish_reason {reply.finish_reason!r} is not a valid value"
     assert reply.role == "assistant", f"role is {reply.role!r}, not 'assistant'"
 
 
-async def test_usage_is_present_and_total_is_prompt_plus_completion(chat, prompts, stream) -> None:
+async def test_usage_is_present_and_total_is_prompt_plus_completion(chat, prompts, model_profile, stream) -> None:
     body: dict[str, Any] = {"messages": [{"role": "user", "content": prompts["text"]["basic"]["prompt"]}],
-                            "temperature": 0, "max_tokens": 512}
+                            "temperature": 0, "max_tokens": model_profile.reply_tokens}
     if stream:
         body["stream_options"] = {"include_usage": True}
     reply = reply_of(await chat(body, stream=stream))
@@ -43,30 +43,30 @@ async def test_usage_is_present_and_total_is_prompt_plus_completion(chat, prompt
     assert reply.usage.completion_tokens > 0, "usage.completion_tokens is 0 for a non-empty reply"
 
 
-async def test_arithmetic_answer_is_correct(chat, prompts, stream) -> None:
+async def test_arithmetic_answer_is_correct(chat, prompts, model_profile, stream) -> None:
     case = prompts["text"]["arithmetic"]
     reply = reply_of(await chat({"messages": [{"role": "user", "content": case["prompt"]}],
-                                 "temperature": 0, "max_tokens": 1024}, stream=stream))
+                                 "temperature": 0, "max_tokens": model_profile.reply_tokens}, stream=stream))
     assert int(case["answer"]) in integers_in(reply.content), \
         f"expected {case['answer']} in the answer, got {short(reply.content)!r}"
 
 
-async def test_multi_turn_conversation_recalls_the_codename(chat, prompts, stream) -> None:
+async def test_multi_turn_conversation_recalls_the_codename(chat, prompts, model_profile, stream) -> None:
     case = prompts["text"]["codename"]
     first = reply_of(await chat({"messages": [{"role": "user", "content": case["remember"]}],
-                                 "temperature": 0, "max_tokens": 512}, stream=stream, label="turn 1"))
+                                 "temperature": 0, "max_tokens": model_profile.reply_tokens}, stream=stream, label="turn 1"))
     messages = [
         {"role": "user", "content": case["remember"]},
         {"role": "assistant", "content": first.content},
         {"role": "user", "content": case["ask"]},
     ]
-    second = reply_of(await chat({"messages": messages, "temperature": 0, "max_tokens": 512},
+    second = reply_of(await chat({"messages": messages, "temperature": 0, "max_tokens": model_profile.reply_tokens},
                                  stream=stream, label="turn 2"))
     assert case["answer"] in second.content, \
         f"turn 2 should repeat the codename {case['answer']!r} from turn 1, got {short(second.content)!r}"
 
 
-async def test_max_tokens_cuts_the_reply_with_finish_reason_length(chat, prompts, stream) -> None:
+async def test_max_tokens_cuts_the_reply_with_finish_reason_length(chat, prompts, model_profile, stream) -> None:
     limit = 2
     reply = reply_of(await chat({"messages": [{"role": "user", "content": prompts["text"]["basic"]["prompt"]}],
                                  "temperature": 0, "max_tokens": limit}, stream=stream))

@@ -2,6 +2,9 @@
 
     python -m engine_acceptance.reference_engine --port 0 [--convention sglang]
         [--api-key K] [--inject DEFECT ...] [--model NAME] [--max-model-len N]
+        [--ttft-ms MS] [--tpot-ms MS] [--prefill-ms-per-1k MS] [--batch-slowdown F]
+        [--stream-chunk-tokens N]
+    python -m engine_acceptance.reference_engine --export-tokenizer tokenizer.json
 
 Once bound it prints exactly one line to stdout, flushed, which the launcher
 waits for: `engine-acceptance reference engine listening on http://HOST:PORT`.
@@ -25,6 +28,7 @@ from .config import DEFAULT_MAX_MODEL_LEN, DEFAULT_MODEL, LatencyModel, Referenc
 from .conventions import CONVENTIONS
 from .defects import DEFECTS, UnknownDefectError, validate_defects
 from .launcher import API_KEY_ENV, LISTENING_PREFIX
+from .precise_loop import precise_event_loop
 from .server import build_app
 
 __all__ = ["main", "parse_args"]
@@ -34,7 +38,8 @@ SHUTDOWN_TIMEOUT_S = 2.0
 
 
 def _defect_help() -> str:
-    return "; ".join(f"{name}: {text}" for name, text in DEFECTS.items())
+    # argparse %-formats help strings: a description saying "40%" would break --help.
+    return "; ".join(f"{name}: {text}" for name, text in DEFECTS.items()).replace("%", "%%")
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -57,7 +62,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="Time to first token in milliseconds")
     parser.add_argument("--tpot-ms", type=float, default=LatencyModel.tpot_ms,
                         help="Time per output token in milliseconds")
+    parser.add_argument("--prefill-ms-per-1k", type=float, default=LatencyModel.prefill_ms_per_1k_tokens,
+                        help="Extra time to first token per 1000 prompt tokens, in milliseconds")
+    parser.add_argument("--batch-slowdown", type=float, default=LatencyModel.batch_slowdown,
+                        help="Fraction added to the per-token time for each other request generating at once")
+    parser.add_argument("--stream-chunk-tokens", type=int, default=ReferenceEngineConfig.stream_chunk_tokens,
+                        help="Output tokens per streamed event (1 = one event per token, like vLLM)")
+    parser.add_argument("--stamp-events", action="store_true",
+                        help="Benchmarks: add engine_sent_at (the engine's monotonic clock) to every event")
     parser.add_argument("--access-log", action="store_true", help="Log every request to stderr")
+    parser.add_argument("--export-tokenizer", metavar="PATH", default=None,
+                        help="Write the engine's tokenizer.json to PATH and exit (for --tokenizer PATH)")
     return parser.parse_args(argv)
 
 
@@ -89,6 +104,12 @@ async def _serve(config: ReferenceEngineConfig, host: str, port: int, access_log
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
+    if args.export_tokenizer:
+        from .tokenizer import get_tokenizer
+
+        with open(args.export_tokenizer, "w", encoding="utf-8") as out:
+            out.write(get_tokenizer().to_json())
+        return 0
     try:
         defects = validate_defects(args.inject)
     except UnknownDefectError as exc:
@@ -103,12 +124,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             defects=defects,
             model=args.model,
             max_model_len=args.max_model_len,
-            latency=LatencyModel(ttft_ms=args.ttft_ms, tpot_ms=args.tpot_ms),
+            latency=LatencyModel(ttft_ms=args.ttft_ms, tpot_ms=args.tpot_ms,
+                                 prefill_ms_per_1k_tokens=args.prefill_ms_per_1k,
+                                 batch_slowdown=args.batch_slowdown),
+            stream_chunk_tokens=args.stream_chunk_tokens,
+            stamp_events=args.stamp_events,
         )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    asyncio.run(_serve(config, args.host, args.port, args.access_log))
+    # Timers to the microsecond: the latency model is a throughput run's ground truth.
+    with asyncio.Runner(loop_factory=precise_event_loop) as runner:
+        runner.run(_serve(config, args.host, args.port, args.access_log))
     return 0
 
 

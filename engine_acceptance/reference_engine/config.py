@@ -30,9 +30,14 @@ class LatencyModel:
     # Prefill cost grows with the prompt; zero by default so long-context tests are
     # not slowed down unless a throughput run asks for realism.
     prefill_ms_per_1k_tokens: float = 0.0
+    # A batched engine decodes slower the more requests share a step: each other
+    # request generating at the same time adds this fraction to the per-token time
+    # (0.05: 32 requests decode at 1 + 31 * 0.05 = 2.55 x tpot_ms). Zero by default,
+    # so throughput runs have an exact ground truth unless they ask for contention.
+    batch_slowdown: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("ttft_ms", "tpot_ms", "prefill_ms_per_1k_tokens"):
+        for name in ("ttft_ms", "tpot_ms", "prefill_ms_per_1k_tokens", "batch_slowdown"):
             value = getattr(self, name)
             if value < 0:
                 raise ValueError(f"LatencyModel.{name} must be >= 0, got {value}")
@@ -40,6 +45,11 @@ class LatencyModel:
     def ttft_seconds(self, prompt_tokens: int) -> float:
         """Delay before the first output token for a prompt of this length."""
         return (self.ttft_ms + self.prefill_ms_per_1k_tokens * prompt_tokens / 1000.0) / 1000.0
+
+    def tpot_seconds(self, active_requests: int = 1) -> float:
+        """Time for one more output token while `active_requests` generate together."""
+        others = max(active_requests - 1, 0)
+        return self.tpot_ms * (1.0 + self.batch_slowdown * others) / 1000.0
 
 
 @dataclass(frozen=True)
@@ -55,6 +65,10 @@ class ReferenceEngineConfig:
     # Tokens per streamed delta: a few tokens per chunk, like a detokenizer that
     # flushes on whole characters, keeps event counts realistic but bounded.
     stream_chunk_tokens: int = 4
+    # Benchmarks only: every streamed event carries "engine_sent_at", the engine's
+    # time.monotonic() just before the write, so a client's timing error can be
+    # measured against what the engine really did (same clock on one host).
+    stamp_events: bool = False
 
     def __post_init__(self) -> None:
         if self.convention not in CONVENTIONS:

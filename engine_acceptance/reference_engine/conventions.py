@@ -60,6 +60,8 @@ class Convention:
     empty_tool_calls: list[Any] | None
     # Response field of POST /detokenize.
     detokenize_field: str
+    # Prefix of tool-call ids: vLLM "chatcmpl-tool-<hex>", SGLang "call_<hex>".
+    tool_call_id_prefix: str = "call_"
 
     def error_body(
         self, message: str, *, err_type: str, status: int, param: str | None = None
@@ -99,6 +101,7 @@ CONVENTIONS: dict[str, Convention] = {
         chunk_usage_null=False,
         empty_tool_calls=[],
         detokenize_field="prompt",
+        tool_call_id_prefix="chatcmpl-tool-",
     ),
     "sglang": Convention(
         name="sglang",

@@ -8,13 +8,29 @@ where each defect takes effect, called by the server at fixed points of a reply.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import dataclasses
+import os
+import re
+import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from .code_answers import hostile_function
+from .faults import FAULTS
 from .generation import THINK_CLOSE, THINK_OPEN, Generation, Piece
+from .retrieval import corrupt_first_code, drop_middle
+from .vision import ImageFacts, SeenMedia
 
-__all__ = ["DEFECTS", "DefectHooks", "UnknownDefectError", "validate_defects"]
+if TYPE_CHECKING:
+    from .protocol import MediaError, RequestError
+    from .responder import Answer, ThinkingMode
+    from .tools import ToolRequest
+
+# Exit status of a reference engine that "crashed" on corrupt media (media-crash).
+MEDIA_CRASH_EXIT_CODE = 70
+
+__all__ = ["DEFECTS", "MEDIA_CRASH_EXIT_CODE", "DefectHooks", "UnknownDefectError", "validate_defects"]
 
 DEFECTS: dict[str, str] = {
     "reasoning-leak": (
@@ -23,7 +39,48 @@ DEFECTS: dict[str, str] = {
     ),
     "no-done": "streams never send 'data: [DONE]'; the connection closes after the last chunk",
     "bad-usage": "usage.total_tokens = prompt + completion + 1, streamed and not",
+    "media-500": (
+        "corrupt media is answered with HTTP 500 and an InternalServerError body instead of 400"
+        " (SGLang in seed 001: PIL and TorchCodec errors wrapped as RuntimeError)"
+    ),
+    "media-crash": (
+        "the engine process dies while decoding corrupt media: that request gets no answer and"
+        " nothing is served afterwards (the listener is gone)"
+    ),
+    "black-pure-color": (
+        "an image of one single colour is seen as black (MiniMax-M3 on vLLM and SGLang in seed 001);"
+        " bordered images, charts and video are seen correctly"
+    ),
     "empty-content": "chat content is '' in every reply, streamed and not; reasoning unaffected",
+    "ignore-thinking-off": (
+        "thinking stays on when a request turns it off (thinking_mode: disabled, enable_thinking: false):"
+        " reasoning is still returned"
+    ),
+    "single-tool-call": "of several parallel tool calls only the first is returned, streamed and not",
+    "bad-tool-json": "tool-call arguments are a Python dict repr ({'city': '广州'}), not JSON, streamed and not",
+    "tool-markup-in-content": (
+        "the raw <tool_call> markup the tool parser consumed is left in content as well, streamed and not"
+    ),
+    "tool-stream-index-zero": (
+        "streamed tool-call fragments all carry index 0, so parallel calls merge into one when reassembled"
+    ),
+    "ignore-tool-choice": "tool_choice 'none' and a forced named tool are ignored and treated as 'auto'",
+    "malicious-code": (
+        "a request for a Python function is answered with a hostile one: it reads the environment, writes"
+        " outside its directory, opens a socket, fork-bombs and loops forever"
+    ),
+    "early-eos": (
+        "completions ignore 'ignore_eos': the continuation stops at its natural end of sequence"
+        " (about 54 tokens), so a fixed-length load gets fewer output tokens than it asked for"
+    ),
+    "drop-middle": (
+        "the model never reads the middle 40% of a long message (over 4096 characters), as a truncating"
+        " engine would; usage still counts the whole prompt"
+    ),
+    "usage-off-by-one": "usage.prompt_tokens (and total_tokens with it) is one more than the prompt has",
+    "corrupt-code": "the first code like jade-50-1-259920 in an answer has its last digit changed",
+    # Transport faults (stalls, resets, 503 storms, huge replies, ...): applied by faults.FaultInjector.
+    **FAULTS,
 }
 
 
@@ -55,20 +112,72 @@ class DefectHooks:
 
     active: frozenset[str] = field(default_factory=frozenset)
 
+    def thinking(self, mode: ThinkingMode) -> ThinkingMode:
+        """The thinking mode the model runs in, after the request asked for `mode`."""
+        if "ignore-thinking-off" in self.active and not mode.enabled:
+            return dataclasses.replace(mode, enabled=True)
+        return mode
+
+    def tool_request(self, request: ToolRequest | None) -> ToolRequest | None:
+        """The request's tool choice as the engine applies it."""
+        if "ignore-tool-choice" in self.active and request is not None and request.tools:
+            return dataclasses.replace(request, choice="auto", named=None)
+        return request
+
+    def prompt_messages(self, messages: Sequence[Any]) -> Sequence[Any]:
+        """The conversation as the model reads it (usage still counts what was sent)."""
+        if "drop-middle" in self.active:
+            return drop_middle(messages)
+        return messages
+
+    def chat_answer(self, answer: Answer) -> Answer:
+        """What the model says, before it is generated as tokens."""
+        if "corrupt-code" in self.active:
+            answer = dataclasses.replace(answer, text=corrupt_first_code(answer.text))
+        if "malicious-code" in self.active and answer.rule == "code":
+            signature = re.search(r"def\s+(\w+)\((\w+)\)", answer.text)
+            if signature:
+                return dataclasses.replace(answer, text=hostile_function(*signature.groups()))
+        return answer
+
+    def _tool_call_defects(self, generation: Generation) -> Generation:
+        if not generation.tool_calls:
+            return generation
+        calls = generation.tool_calls
+        if "single-tool-call" in self.active:
+            calls = calls[:1]
+        if "bad-tool-json" in self.active:
+            import json
+
+            calls = tuple(dataclasses.replace(c, arguments=repr(json.loads(c.arguments))) for c in calls)
+        generation = dataclasses.replace(generation, tool_calls=calls)
+        if "tool-markup-in-content" in self.active:
+            from .tools import tool_markup  # tools -> protocol -> config -> defects: import late
+
+            generation = generation.with_content(generation.content + tool_markup(calls))
+        return generation
+
     def chat_generation(self, generation: Generation) -> Generation:
         """A chat reply, before it is rendered streamed or not."""
+        generation = self._tool_call_defects(generation)
         if "empty-content" in self.active:
             return generation.with_content("")
         return generation
 
     def usage(self, usage: dict[str, Any]) -> dict[str, Any]:
         """Every usage object, chat and completions, streamed and not."""
+        if "usage-off-by-one" in self.active:
+            # Consistent totals: only a count of the prompt itself can show it.
+            usage = {**usage, "prompt_tokens": usage["prompt_tokens"] + 1, "total_tokens": usage["total_tokens"] + 1}
         if "bad-usage" in self.active:
             return {**usage, "total_tokens": usage["total_tokens"] + 1}
         return usage
 
     def chat_stream_pieces(self, pieces: list[Piece]) -> list[Piece]:
         """The deltas of a streamed chat reply, in order."""
+        if "tool-stream-index-zero" in self.active:
+            pieces = [dataclasses.replace(p, tool=dataclasses.replace(p.tool, index=0)) if p.tool else p
+                      for p in pieces]
         if "reasoning-leak" not in self.active or not any(p.kind == "reasoning" for p in pieces):
             return pieces
         # The buggy parser believes reasoning already ended, so the raw generated
@@ -82,6 +191,38 @@ class DefectHooks:
             *content,
         ]
 
+    def ignore_eos(self, requested: bool) -> bool:
+        """Whether a completion honours the request's `ignore_eos`."""
+        if "early-eos" in self.active:
+            return False
+        return requested
+
     def sends_done(self) -> bool:
         """Whether a stream ends with `data: [DONE]`."""
         return "no-done" not in self.active
+
+    def media_error(self, error: MediaError) -> RequestError:
+        """The refusal of corrupt media (a 400 when no defect is active)."""
+        if "media-crash" in self.active:
+            # A real crash: no response, no cleanup, the socket closes with the process.
+            sys.stderr.write(f"media-crash: reference engine exits ({MEDIA_CRASH_EXIT_CODE}) on corrupt media:"
+                             f" {error.message}\n")
+            sys.stderr.flush()
+            os._exit(MEDIA_CRASH_EXIT_CODE)
+        if "media-500" in self.active:
+            from .protocol import RequestError  # protocol -> config -> defects: import late
+
+            return RequestError(f"Internal server error: RuntimeError: {error.message}", status=500,
+                                err_type="InternalServerError", param=error.param)
+        return error
+
+    def seen_media(self, media: Sequence[SeenMedia]) -> tuple[SeenMedia, ...]:
+        """What the model perceives of each decoded image and video."""
+        if "black-pure-color" not in self.active:
+            return tuple(media)
+        black = (("black", 1.0),)
+        return tuple(
+            dataclasses.replace(item, facts=dataclasses.replace(item.facts, colors=black))
+            if isinstance(item.facts, ImageFacts) and item.facts.pure else item
+            for item in media
+        )

@@ -21,6 +21,8 @@ __all__ = [
     "Piece",
     "THINK_CLOSE",
     "THINK_OPEN",
+    "ToolCallOut",
+    "ToolFragment",
     "generate_chat",
     "generate_completion",
     "split_pieces",
@@ -37,13 +39,24 @@ COMPLETION_FILLER = " the quick brown fox jumps over the lazy dog"
 
 
 @dataclass(frozen=True)
+class ToolCallOut:
+    """One tool call the model made, as a tool parser hands it over."""
+
+    id: str
+    name: str
+    # JSON text, exactly as the engine sends it (a defect may break it).
+    arguments: str
+
+
+@dataclass(frozen=True)
 class Generation:
-    """One generated reply, already split into reasoning and content."""
+    """One generated reply, already split into reasoning, content and tool calls."""
 
     reasoning: str | None
     content: str
     finish_reason: str
     completion_tokens: int
+    tool_calls: tuple[ToolCallOut, ...] = ()
 
     def with_content(self, content: str) -> Generation:
         return replace(self, content=content)
@@ -89,13 +102,24 @@ def generate_completion(
 
 
 @dataclass(frozen=True)
+class ToolFragment:
+    """Which tool call a "tool_call" piece extends; id and name only on its first piece."""
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+
+
+@dataclass(frozen=True)
 class Piece:
-    """One streamed delta: which field it extends ("reasoning" or "content"),
-    its text, and how many tokens it stands for (for pacing)."""
+    """One streamed delta: which field it extends ("reasoning", "content" or
+    "tool_call"), its text (for a tool call: a piece of its arguments), and how
+    many tokens it stands for (for pacing)."""
 
     kind: str
     text: str
     tokens: int
+    tool: ToolFragment | None = None
 
 
 def split_pieces(text: str, *, kind: str, tokens_per_piece: int) -> list[Piece]:

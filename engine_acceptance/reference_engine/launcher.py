@@ -94,6 +94,8 @@ def start_reference_engine(
     model: str = DEFAULT_MODEL,
     max_model_len: int | None = None,
     latency: LatencyModel | None = None,
+    stream_chunk_tokens: int | None = None,
+    stamp_events: bool = False,
     host: str = "127.0.0.1",
     startup_timeout: float = 30.0,
     log_dir: str | os.PathLike[str] | None = None,
@@ -111,7 +113,13 @@ def start_reference_engine(
     if max_model_len is not None:
         command += ["--max-model-len", str(max_model_len)]
     if latency is not None:
-        command += ["--ttft-ms", str(latency.ttft_ms), "--tpot-ms", str(latency.tpot_ms)]
+        command += ["--ttft-ms", str(latency.ttft_ms), "--tpot-ms", str(latency.tpot_ms),
+                    "--prefill-ms-per-1k", str(latency.prefill_ms_per_1k_tokens),
+                    "--batch-slowdown", str(latency.batch_slowdown)]
+    if stream_chunk_tokens is not None:
+        command += ["--stream-chunk-tokens", str(stream_chunk_tokens)]
+    if stamp_events:
+        command += ["--stamp-events"]
 
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [_IMPORT_ROOT, env.get("PYTHONPATH")]))

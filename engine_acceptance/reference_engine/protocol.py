@@ -15,11 +15,13 @@ from .chat_template import MEDIA_PLACEHOLDERS, ROLE_MARKERS
 from .config import ReferenceEngineConfig
 from .conventions import Convention
 from .tokenizer import ReferenceTokenizer
+from .vision import SeenMedia, UndecodableMedia, perceive_part
 
 __all__ = [
     "ChatRequest",
     "CompletionRequest",
     "DetokenizeRequest",
+    "MediaError",
     "PromptInput",
     "RequestError",
     "TokenizeRequest",
@@ -49,6 +51,10 @@ class RequestError(Exception):
         self.status = status
         self.err_type = err_type
         self.param = param
+
+
+class MediaError(RequestError):
+    """Client media that cannot be decoded: a 400, like vLLM (defects may change that)."""
 
 
 # --- small typed getters -----------------------------------------------------------
@@ -158,9 +164,12 @@ class ChatRequest:
     chat_template_kwargs: dict[str, Any]
     reasoning_effort: str | None
     raw: dict[str, Any]
+    # Every image and video of the conversation, decoded, in order.
+    media: tuple[SeenMedia, ...] = ()
 
 
-def _validate_content(content: Any, index: int) -> None:
+def _validate_content(content: Any, index: int, seen_media: list[SeenMedia] | None = None) -> None:
+    """Check one message's content; decode its media parts into `seen_media`."""
     if content is None or isinstance(content, str):
         return
     if not isinstance(content, list):
@@ -180,11 +189,19 @@ def _validate_content(content: Any, index: int) -> None:
             media = part.get(kind)
             if not isinstance(media, dict) or not isinstance(media.get("url"), str):
                 raise RequestError(f"{where}.{kind}.url must be a string", param="messages")
+            # Decoded for real, as vLLM does before the model runs: corrupt input is
+            # the client's error (400), not the server's.
+            try:
+                seen = perceive_part(kind, media["url"], index)
+            except UndecodableMedia as exc:
+                raise MediaError(f"{where}: {exc}", param="messages") from None
+            if seen_media is not None:
+                seen_media.append(seen)
         else:
             raise RequestError(f"Unknown part type: {kind}", param="messages")
 
 
-def _validate_messages(messages: Any) -> list[dict[str, Any]]:
+def _validate_messages(messages: Any, seen_media: list[SeenMedia] | None = None) -> list[dict[str, Any]]:
     if messages is None:
         raise RequestError("Field required: 'messages'", param="messages")
     if not isinstance(messages, list) or not messages:
@@ -198,7 +215,7 @@ def _validate_messages(messages: Any) -> list[dict[str, Any]]:
                 f"messages[{index}].role must be one of {', '.join(ROLE_MARKERS)}, got {role!r}",
                 param="messages",
             )
-        _validate_content(message.get("content"), index)
+        _validate_content(message.get("content"), index, seen_media)
         tool_calls = message.get("tool_calls")
         if tool_calls is not None and not isinstance(tool_calls, list):
             raise RequestError(f"messages[{index}].tool_calls must be a list", param="messages")
@@ -209,7 +226,8 @@ def parse_chat_request(
     body: Mapping[str, Any], *, config: ReferenceEngineConfig, convention: Convention
 ) -> ChatRequest:
     model = _check_model(body, config, convention)
-    messages = _validate_messages(body.get("messages"))
+    seen_media: list[SeenMedia] = []
+    messages = _validate_messages(body.get("messages"), seen_media)
     stream, include_usage = _stream_settings(body)
     max_tokens = _opt_int(body, "max_tokens", minimum=1)
     # vLLM: max_completion_tokens wins when both are given.
@@ -224,6 +242,7 @@ def parse_chat_request(
         chat_template_kwargs=_opt_dict(body, "chat_template_kwargs") or {},
         reasoning_effort=_opt_str(body, "reasoning_effort"),
         raw=dict(body),
+        media=tuple(seen_media),
     )
 
 

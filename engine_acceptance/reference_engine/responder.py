@@ -1,8 +1,8 @@
 """The reference "model": a few small, honest rules that turn a chat into an answer.
 
 There is no table of the suite's prompts. The rules read the conversation the way a
-tiny model would: compute an arithmetic expression, recall a codename given earlier,
-otherwise introduce itself in the language of the question. Each rule also writes a
+tiny model would: read the images and videos it was given (vision.py), compute an
+arithmetic expression, recall a codename given earlier, otherwise introduce itself in the language of the question. Each rule also writes a
 short reasoning text (the reference model is a reasoning model), which is dropped
 when the request turns thinking off. New rules are functions added to `RULES`.
 """
@@ -19,6 +19,11 @@ from typing import Any
 
 from .chat_template import content_text
 from .conventions import Convention
+from .vision import SeenMedia, vision_rule
+from .code_answers import code_rule
+from .retrieval import retrieval_rule
+from .tools import tool_results_rule
+from .word_problems import word_problem_rule
 
 __all__ = [
     "RULES",
@@ -28,6 +33,7 @@ __all__ = [
     "decide_thinking",
     "has_cjk",
     "respond",
+    "shape_reasoning",
 ]
 
 
@@ -37,6 +43,8 @@ class ThinkingMode:
 
     enabled: bool = True
     effort: str | None = None
+    # "adaptive": the model reasons only when the question needs it (see THOUGHTFUL_RULES).
+    adaptive: bool = False
 
 
 def decide_thinking(
@@ -52,6 +60,7 @@ def decide_thinking(
     imitated engine reads it.
     """
     kwargs = chat_template_kwargs or {}
+    adaptive = kwargs.get("thinking_mode") == "adaptive"
     enabled = not (
         kwargs.get("thinking_mode") == "disabled"
         or kwargs.get("enable_thinking") is False
@@ -61,7 +70,7 @@ def decide_thinking(
         effort = kwargs.get("reasoning_effort")
     else:
         effort = top_level_effort
-    return ThinkingMode(enabled=enabled, effort=effort if isinstance(effort, str) else None)
+    return ThinkingMode(enabled=enabled, effort=effort if isinstance(effort, str) else None, adaptive=adaptive)
 
 
 @dataclass(frozen=True)
@@ -79,15 +88,21 @@ class Conversation:
 
     texts: tuple[str, ...]
     latest_user_index: int | None
+    # Decoded images and videos (see vision.py), each tagged with its message.
+    media: tuple[SeenMedia, ...] = ()
+    # Each message's role, aligned with `texts` (tool results are answered from).
+    roles: tuple[str, ...] = ()
 
     @classmethod
-    def from_messages(cls, messages: Sequence[Mapping[str, Any]]) -> Conversation:
+    def from_messages(cls, messages: Sequence[Mapping[str, Any]],
+                      media: Sequence[SeenMedia] = ()) -> Conversation:
         texts = tuple(content_text(m.get("content")) for m in messages)
         latest = None
         for index, message in enumerate(messages):
             if message.get("role") == "user":
                 latest = index
-        return cls(texts=texts, latest_user_index=latest)
+        return cls(texts=texts, latest_user_index=latest, media=tuple(media),
+                   roles=tuple(str(m.get("role")) for m in messages))
 
     @property
     def question(self) -> str:
@@ -222,19 +237,47 @@ def _introduction_rule(conv: Conversation, zh: bool) -> Said:
 # Tried in order; the first rule that answers wins. Codenames come before arithmetic
 # because "jade-628-1" would otherwise read as a subtraction.
 RULES: tuple[tuple[str, Rule], ...] = (
+    # A question that comes with an image or video is about the media.
+    ("vision", vision_rule),
+    # A conversation that ends with tool results is answered from them.
+    ("tool_results", tool_results_rule),
+    # A question about a <document> is answered by searching it (long-context recall).
+    ("retrieval", retrieval_rule),
     ("codename", _codename_rule),
+    ("code", code_rule),
+    ("word_problem", word_problem_rule),
     ("arithmetic", _arithmetic_rule),
     ("introduction", _introduction_rule),
 )
 
 
-def respond(messages: Sequence[Mapping[str, Any]], thinking: ThinkingMode) -> Answer:
-    """The reasoning and answer the reference model gives to `messages`."""
-    conv = Conversation.from_messages(messages)
+# Rules whose questions need working out; in adaptive mode only these reason.
+THOUGHTFUL_RULES = frozenset({"arithmetic", "word_problem", "code"})
+_SENTENCE_END = re.compile(r"(?<=[。.!！?？])\s*")
+
+
+def shape_reasoning(reasoning: str, thinking: ThinkingMode, *, zh: bool, thoughtful: bool) -> str | None:
+    """The reasoning as the thinking mode and effort leave it: none when off (or adaptive on an
+    easy question), the first sentence at low effort, a second check at high effort."""
+    if not thinking.enabled or (thinking.adaptive and not thoughtful):
+        return None
+    if thinking.effort == "low":
+        return next((s for s in _SENTENCE_END.split(reasoning) if s), reasoning)
+    if thinking.effort == "high":
+        return reasoning + (" 再检查一遍：每一步都核对过，结论不变。" if zh else
+                            " Checking once more: every step holds, the conclusion stands.")
+    return reasoning
+
+
+def respond(messages: Sequence[Mapping[str, Any]], thinking: ThinkingMode,
+            media: Sequence[SeenMedia] = ()) -> Answer:
+    """The reasoning and answer the reference model gives to `messages` (and their decoded media)."""
+    conv = Conversation.from_messages(messages, media)
     zh = has_cjk(conv.question)
     for name, rule in RULES:
         said = rule(conv, zh)
         if said is not None:
             reasoning, text = said
-            return Answer(reasoning=reasoning if thinking.enabled else None, text=text, rule=name)
+            return Answer(reasoning=shape_reasoning(reasoning, thinking, zh=zh, thoughtful=name in THOUGHTFUL_RULES),
+                          text=text, rule=name)
     raise AssertionError("the introduction rule always answers")

@@ -22,10 +22,12 @@ from .chat_template import render_messages
 from .config import ReferenceEngineConfig
 from .conventions import UNAUTHORIZED_BODY, get_convention
 from .defects import DefectHooks
+from .faults import FaultInjector
 from .generation import Generation, Piece, generate_chat, generate_completion, split_pieces
 from .protocol import (
     ChatRequest,
     CompletionRequest,
+    MediaError,
     RequestError,
     output_budget,
     parse_chat_request,
@@ -34,8 +36,10 @@ from .protocol import (
     parse_tokenize_request,
 )
 from .responder import decide_thinking, respond
-from .stream import ClientGone, EventStream, Pacer, dump_json
+from .tools import generate_tool_calls, parse_tool_request, plan_tool_answer, tool_call_delta, tool_call_pieces
+from .stream import BatchLoad, ClientGone, EventStream, Pacer, dump_json
 from .tokenizer import ReferenceTokenizer, get_tokenizer
+from .vision import has_media_parts
 from . import wire
 
 __all__ = ["CLIENT_MAX_SIZE", "ENGINE_KEY", "ReferenceEngine", "build_app"]
@@ -48,6 +52,8 @@ CLIENT_MAX_SIZE = 256 * 1024 * 1024
 # does not stall every other stream on the event loop.
 OFFLOAD_BYTES = 256 * 1024
 HEALTH_PATHS = ("/health",)
+GENERATION_PATHS = frozenset({"/v1/chat/completions", "/v1/completions"})
+ARRIVED_AT = web.RequestKey("arrived_at", float)
 
 T = TypeVar("T")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -65,6 +71,10 @@ class ReferenceEngine:
         self.convention = get_convention(config.convention)
         self.tokenizer = tokenizer or get_tokenizer()
         self.hooks = DefectHooks(config.defects)
+        # Transport faults (stalls, resets, 503s, huge replies): see faults.py.
+        self.faults = FaultInjector(config.defects, error_body=self.convention.error_body)
+        # Requests generating right now, for the latency model's batch slowdown.
+        self.load = BatchLoad()
         self.created = int(time.time())
         self.open_paths = frozenset((*HEALTH_PATHS, *self.convention.version_paths))
 
@@ -93,13 +103,30 @@ class ReferenceEngine:
     @web.middleware
     async def auth_middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         key = self.config.api_key
-        if key is None or request.method == "OPTIONS" or request.path in self.open_paths:
+        if key is None or request.method == "OPTIONS" or request.path in self.open_paths or \
+                self.faults.ignores_api_key():
             return await handler(request)
         given = request.headers.get("Authorization", "")
         # Constant-time comparison: the key must not leak through response timing.
         if not hmac.compare_digest(given.encode(), f"Bearer {key}".encode()):
             return _json_response(UNAUTHORIZED_BODY, status=401)
         return await handler(request)
+
+    @web.middleware
+    async def load_middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        # A streaming handler returns after its last event, so this spans the generation.
+        if request.path not in GENERATION_PATHS:
+            return await handler(request)
+        # The latency model counts from arrival. Stamp, then let the other requests
+        # that arrived in the same burst stamp theirs before any is parsed, so the
+        # engine's own Python overhead does not add to the configured TTFT.
+        request[ARRIVED_AT] = time.monotonic()
+        await asyncio.sleep(0)
+        self.load.active += 1
+        try:
+            return await handler(request)
+        finally:
+            self.load.active -= 1
 
     async def read_json(self, request: web.Request) -> tuple[dict[str, Any], bool]:
         """The request body as a JSON object, and whether it is large."""
@@ -148,11 +175,27 @@ class ReferenceEngine:
     # --- chat ----------------------------------------------------------------------
 
     def _prepare_chat(self, body: dict[str, Any]) -> tuple[ChatRequest, int, Generation]:
-        req = parse_chat_request(body, config=self.config, convention=self.convention)
+        try:
+            req = parse_chat_request(body, config=self.config, convention=self.convention)
+        except MediaError as error:
+            raise self.hooks.media_error(error) from None
         prompt_tokens = self.tokenizer.count(render_messages(req.messages))
         budget = output_budget(prompt_tokens, req.max_tokens, self.config.max_model_len)
-        thinking = decide_thinking(req.chat_template_kwargs, req.reasoning_effort, self.convention)
-        answer = respond(req.messages, thinking)
+        thinking = self.hooks.thinking(
+            decide_thinking(req.chat_template_kwargs, req.reasoning_effort, self.convention)
+        )
+        tools = self.hooks.tool_request(parse_tool_request(req.raw))
+        tool_answer = plan_tool_answer(
+            req.messages, thinking, tools, call_id_prefix=self.convention.tool_call_id_prefix
+        )
+        if tool_answer is not None:
+            generation = generate_tool_calls(
+                tool_answer.reasoning, tool_answer.calls, max_tokens=budget, tokenizer=self.tokenizer
+            )
+            return req, prompt_tokens, self.hooks.chat_generation(generation)
+        answer = self.hooks.chat_answer(
+            respond(self.hooks.prompt_messages(req.messages), thinking, self.hooks.seen_media(req.media))
+        )
         generation = generate_chat(
             answer.reasoning, answer.text, max_tokens=budget, tokenizer=self.tokenizer
         )
@@ -160,10 +203,11 @@ class ReferenceEngine:
 
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
         body, big = await self.read_json(request)
-        req, prompt_tokens, generation = await self.run(big, self._prepare_chat, body)
+        # Decoding images and video takes milliseconds to tens of them: off the event loop.
+        req, prompt_tokens, generation = await self.run(big or has_media_parts(body), self._prepare_chat, body)
         usage = self.usage(prompt_tokens, generation.completion_tokens)
         request_id, created = wire.new_request_id("chatcmpl"), int(time.time())
-        pacer = Pacer(self.config.latency, prompt_tokens)
+        pacer = Pacer(self.config.latency, prompt_tokens, self.load, request.get(ARRIVED_AT))
         if req.stream:
             return await self._stream_chat(request, req, generation, usage, pacer, request_id, created)
         await pacer.reach(generation.completion_tokens)
@@ -203,9 +247,11 @@ class ReferenceEngine:
         if generation.reasoning:
             pieces += split_pieces(generation.reasoning, kind="reasoning", tokens_per_piece=size)
         pieces += split_pieces(generation.content, kind="content", tokens_per_piece=size)
+        pieces += tool_call_pieces(generation.tool_calls, tokens_per_piece=size)
         pieces = self.hooks.chat_stream_pieces(pieces)
 
-        stream = await EventStream.open(request, close_connection=not self.hooks.sends_done())
+        stream = await EventStream.open(request, close_connection=not self.hooks.sends_done(),
+                                        stamp=self.config.stamp_events, fault=self.faults.stream_writer(request))
         try:
             await stream.send(chunk(wire.chat_delta(self.convention, role="assistant", content="")))
             produced = 0
@@ -214,6 +260,8 @@ class ReferenceEngine:
                 await pacer.reach(produced)
                 if piece.kind == "reasoning":
                     delta = wire.chat_delta(self.convention, reasoning=piece.text)
+                elif piece.kind == "tool_call":
+                    delta = tool_call_delta(self.convention, piece)
                 else:
                     delta = wire.chat_delta(self.convention, content=piece.text)
                 await stream.send(chunk(delta))
@@ -245,7 +293,8 @@ class ReferenceEngine:
             output_budget(len(prompt.ids), req.max_tokens, self.config.max_model_len)
             generations.append(
                 generate_completion(
-                    max_tokens=req.max_tokens, ignore_eos=req.ignore_eos, tokenizer=self.tokenizer
+                    max_tokens=req.max_tokens, ignore_eos=self.hooks.ignore_eos(req.ignore_eos),
+                    tokenizer=self.tokenizer
                 )
             )
         return req, sum(len(p.ids) for p in req.prompts), generations
@@ -256,7 +305,8 @@ class ReferenceEngine:
         usage = self.usage(prompt_tokens, sum(g.completion_tokens for g in generations))
         request_id, created = wire.new_request_id("cmpl"), int(time.time())
         # A batch is generated in parallel, as one engine step per token.
-        pacer = Pacer(self.config.latency, max(len(p.ids) for p in req.prompts))
+        pacer = Pacer(self.config.latency, max(len(p.ids) for p in req.prompts), self.load,
+                      request.get(ARRIVED_AT))
         if req.stream:
             return await self._stream_completion(request, req, generations, usage, pacer, request_id, created)
         await pacer.reach(max(g.completion_tokens for g in generations))
@@ -294,7 +344,8 @@ class ReferenceEngine:
         size = self.config.stream_chunk_tokens
         per_prompt = [split_pieces(g.content, kind="content", tokens_per_piece=size) for g in generations]
         produced = [0] * len(generations)
-        stream = await EventStream.open(request, close_connection=not self.hooks.sends_done())
+        stream = await EventStream.open(request, close_connection=not self.hooks.sends_done(),
+                                        stamp=self.config.stamp_events)
         try:
             # Round-robin over the batch: every prompt advances one piece per step.
             for step in range(max((len(p) for p in per_prompt), default=0)):
@@ -350,6 +401,10 @@ class ReferenceEngine:
         )
         return _json_response({self.convention.detokenize_field: self.tokenizer.decode(req.tokens)})
 
+    async def tokenizer_json(self, request: web.Request) -> web.Response:
+        # The suite can count prompt tokens locally with exactly the server's tokenizer.
+        return web.Response(text=self.tokenizer.to_json(), content_type="application/json")
+
 
 ENGINE_KEY = web.AppKey("reference_engine", ReferenceEngine)
 
@@ -360,7 +415,8 @@ def build_app(config: ReferenceEngineConfig) -> web.Application:
     # Error handling is outermost so a failure in auth still gets a proper body.
     app = web.Application(
         client_max_size=CLIENT_MAX_SIZE,
-        middlewares=[engine.error_middleware, engine.auth_middleware],
+        middlewares=[engine.load_middleware, engine.error_middleware, engine.auth_middleware,
+                     engine.faults.middleware],
     )
     app[ENGINE_KEY] = engine
     app.router.add_get("/health", engine.health)
@@ -371,4 +427,5 @@ def build_app(config: ReferenceEngineConfig) -> web.Application:
     app.router.add_post("/v1/completions", engine.completions)
     app.router.add_post("/tokenize", engine.tokenize)
     app.router.add_post("/detokenize", engine.detokenize)
+    app.router.add_get("/tokenizer.json", engine.tokenizer_json)
     return app

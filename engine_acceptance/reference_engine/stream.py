@@ -1,7 +1,9 @@
 """Server-sent events and pacing: how a reply leaves the engine over time.
 
 `Pacer` places output token k at `start + ttft + k * tpot` (deadlines, not summed
-sleeps, so timing does not drift under load). `EventStream` writes `data: <json>`
+sleeps, so timing does not drift under load); with a batch slowdown the per-token
+time grows with the number of requests generating at once (`BatchLoad`, counted by
+the server). `EventStream` writes `data: <json>`
 events and turns a client that went away into `ClientGone`, so one dropped
 connection ends one handler quietly instead of logging a traceback.
 """
@@ -17,7 +19,7 @@ from aiohttp import web
 
 from .config import LatencyModel
 
-__all__ = ["ClientGone", "EventStream", "Pacer", "dump_json"]
+__all__ = ["BatchLoad", "ClientGone", "EventStream", "Pacer", "dump_json"]
 
 
 def dump_json(obj: Any) -> str:
@@ -29,20 +31,36 @@ class ClientGone(Exception):
     """The client closed the connection while the reply was being streamed."""
 
 
+class BatchLoad:
+    """How many generation requests the engine serves right now (its batch size)."""
+
+    def __init__(self) -> None:
+        self.active = 0
+
+
 class Pacer:
     """Waits until the n-th output token would have been generated."""
 
-    def __init__(self, latency: LatencyModel, prompt_tokens: int) -> None:
-        self._start = time.monotonic()
-        self._first = latency.ttft_seconds(prompt_tokens)
-        self._per_token = latency.tpot_ms / 1000.0
+    def __init__(self, latency: LatencyModel, prompt_tokens: int, load: BatchLoad | None = None,
+                 start: float | None = None) -> None:
+        self._latency = latency
+        self._load = load
+        # Deadline of the newest token reached so far; token 1 comes TTFT after the
+        # request arrived (`start`, a time.monotonic() value), not after it was parsed.
+        self._tokens = 1
+        self._deadline = (time.monotonic() if start is None else start) + latency.ttft_seconds(prompt_tokens)
 
     async def reach(self, tokens: int) -> None:
         """Return once `tokens` output tokens exist (the first one after TTFT)."""
         if tokens <= 0:
             return
-        deadline = self._start + self._first + (tokens - 1) * self._per_token
-        delay = deadline - time.monotonic()
+        if tokens > self._tokens:
+            # Tokens up to `tokens` are priced at the batch size seen now: a step's
+            # cost is known when the step runs, as in a real engine.
+            active = self._load.active if self._load is not None else 1
+            self._deadline += (tokens - self._tokens) * self._latency.tpot_seconds(active)
+            self._tokens = tokens
+        delay = self._deadline - time.monotonic()
         if delay > 0:
             await asyncio.sleep(delay)
 
@@ -50,11 +68,15 @@ class Pacer:
 class EventStream:
     """One `text/event-stream` response."""
 
-    def __init__(self, response: web.StreamResponse) -> None:
+    def __init__(self, response: web.StreamResponse, *, stamp: bool = False, fault: Any = None) -> None:
         self.response = response
+        self.stamp = stamp
+        # A faults.EventWriter when a transport fault is injected (it writes, stalls, resets...).
+        self.fault = fault
 
     @classmethod
-    async def open(cls, request: web.Request, *, close_connection: bool = False) -> EventStream:
+    async def open(cls, request: web.Request, *, close_connection: bool = False, stamp: bool = False,
+                   fault: Any = None) -> EventStream:
         response = web.StreamResponse(
             status=200,
             headers={"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"},
@@ -66,15 +88,20 @@ class EventStream:
             await response.prepare(request)
         except ConnectionError as exc:
             raise ClientGone from exc
-        return cls(response)
+        return cls(response, stamp=stamp, fault=fault)
 
     async def _write(self, payload: str) -> None:
         try:
-            await self.response.write(payload.encode("utf-8"))
+            if self.fault is not None:
+                await self.fault.write(self.response, payload.encode("utf-8"))
+            else:
+                await self.response.write(payload.encode("utf-8"))
         except ConnectionError as exc:
             raise ClientGone from exc
 
     async def send(self, obj: Any) -> None:
+        if self.stamp:
+            obj = {**obj, "engine_sent_at": time.monotonic()}
         await self._write(f"data: {dump_json(obj)}\n\n")
 
     async def finish(self, *, send_done: bool) -> None:

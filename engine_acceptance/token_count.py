@@ -1,0 +1,250 @@
+"""Counting prompt tokens in the served model's own tokens, locally or on the server.
+
+Two sources, and every count says which one it came from:
+
+* :class:`LocalTokenCounter`: a ``tokenizer.json`` loaded with the ``tokenizers``
+  library (``--tokenizer PATH``). Fast, and needs no engine.
+* :class:`ServerTokenCounter`: the engine's ``POST /tokenize`` (vLLM, SGLang; the
+  engine profile's ``features.tokenize_endpoint`` says where). It can also count a
+  whole conversation as the engine's chat template renders it
+  (:meth:`ServerTokenCounter.count_conversation`), which is what ``usage.prompt_tokens``
+  must equal.
+
+Long texts are counted as pieces that end with a newline, in bounded batches, so a
+million-token prompt never sits in memory as one tokenizer ``Encoding`` (about 200
+bytes per token). That relies on the tokenizer not merging across a line end, which
+:func:`newline_boundaries_are_additive` checks and the recall checks verify against
+the server whenever it can count.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import httpx2 as httpx
+from tokenizers import Tokenizer
+
+from engine_acceptance.client import EngineTarget
+
+__all__ = [
+    "LocalTokenCounter",
+    "PromptAccounting",
+    "ServerTokenCounter",
+    "TokenCountError",
+    "TokenCounter",
+    "newline_boundaries_are_additive",
+]
+
+# Characters per encode_batch call: the transient Encodings (about 200 bytes a token)
+# stay near 20 MB at a time, and the batch is still large enough to use every core.
+LOCAL_BATCH_CHARS = 64 * 1024
+
+
+class TokenCountError(RuntimeError):
+    """A count could not be made: unreadable tokenizer file, or /tokenize refused."""
+
+
+class TokenCounter(Protocol):
+    """Anything that counts tokens of texts (without special tokens)."""
+
+    #: "local" or "server", for the report.
+    kind: str
+    #: Characters per piece the haystack builder should hand over at once.
+    preferred_chunk_chars: int
+
+    def describe(self) -> str: ...
+
+    def count_many(self, texts: Sequence[str]) -> list[int]: ...
+
+    def count(self, text: str) -> int: ...
+
+
+class LocalTokenCounter:
+    """Counts with a ``tokenizer.json`` through the ``tokenizers`` library."""
+
+    kind = "local"
+    preferred_chunk_chars = 8 * 1024
+
+    def __init__(self, tokenizer: Tokenizer, *, source: str) -> None:
+        self._tok = tokenizer
+        self.source = source
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> "LocalTokenCounter":
+        path = Path(path)
+        if not path.is_file():
+            raise TokenCountError(f"{path} is not a file")
+        try:
+            tokenizer = Tokenizer.from_file(str(path))
+        except Exception as exc:  # the library raises plain Exception for bad JSON
+            raise TokenCountError(f"{path} is not a tokenizer.json the tokenizers library can load: {exc}") from exc
+        return cls(tokenizer, source=str(path))
+
+    @classmethod
+    def from_json(cls, text: str, *, source: str) -> "LocalTokenCounter":
+        return cls(Tokenizer.from_str(text), source=source)
+
+    def describe(self) -> str:
+        size = self._tok.get_vocab_size(with_added_tokens=True)
+        return f"local tokenizer.json {self.source} ({size} tokens in its vocabulary)"
+
+    def count(self, text: str) -> int:
+        return self.count_many([text])[0]
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        counts: list[int] = []
+        batch: list[str] = []
+        size = 0
+        for text in texts:
+            batch.append(text)
+            size += len(text)
+            if size >= LOCAL_BATCH_CHARS:
+                counts += self._count_batch(batch)
+                batch, size = [], 0
+        if batch:
+            counts += self._count_batch(batch)
+        return counts
+
+    def _count_batch(self, batch: list[str]) -> list[int]:
+        # Special tokens (a BOS) belong to the chat template, not to the text.
+        return [len(encoding.ids) for encoding in self._tok.encode_batch_fast(batch, add_special_tokens=False)]
+
+
+class ServerTokenCounter:
+    """Counts with the engine's ``/tokenize`` endpoint (synchronous HTTP)."""
+
+    kind = "server"
+    # Each piece is one HTTP request: bigger pieces, fewer round trips.
+    preferred_chunk_chars = 64 * 1024
+
+    def __init__(self, target: EngineTarget, endpoint: str) -> None:
+        self.target = target
+        self.endpoint = endpoint
+        timeouts = target.timeouts
+        self._client = httpx.Client(
+            base_url=target.base_url.rstrip("/"),
+            headers=target.auth_headers(),
+            timeout=httpx.Timeout(timeouts.total, connect=timeouts.connect),
+        )
+
+    def close(self) -> None:
+        self._client.close()
+
+    def describe(self) -> str:
+        return f"server POST {self.endpoint} at {self.target.base_url}"
+
+    def count(self, text: str) -> int:
+        return self._post({"model": self.target.model, "prompt": text, "add_special_tokens": False})
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        return [self.count(text) for text in texts]
+
+    def count_conversation(self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True) -> int:
+        """Tokens of the conversation as the engine's chat template renders it for a reply."""
+        return self._post({"model": self.target.model, "messages": list(messages),
+                           "add_generation_prompt": add_generation_prompt})
+
+    def _post(self, body: dict[str, Any]) -> int:
+        try:
+            response = self._client.post(self.endpoint, json=body)
+        except httpx.HTTPError as exc:
+            raise TokenCountError(f"POST {self.endpoint} failed: {type(exc).__name__}: {exc}") from exc
+        if response.status_code != 200:
+            raise TokenCountError(f"POST {self.endpoint} answered HTTP {response.status_code}: {response.text[:300]}")
+        try:
+            data = response.json()
+        except json.JSONDecodeError as exc:
+            raise TokenCountError(f"POST {self.endpoint} answered non-JSON: {response.text[:300]}") from exc
+        count = data.get("count") if isinstance(data, dict) else None
+        if isinstance(count, int):
+            return count
+        tokens = data.get("tokens") if isinstance(data, dict) else None
+        if isinstance(tokens, list):
+            return len(tokens)
+        raise TokenCountError(f"POST {self.endpoint} answer has neither 'count' nor 'tokens': {response.text[:300]}")
+
+
+def newline_boundaries_are_additive(counter: TokenCounter, lines: Sequence[str]) -> tuple[bool, str]:
+    """Whether counting these newline-ended pieces apart gives the count of their join.
+
+    The haystack builder counts a long prompt piece by piece; this is the property it
+    relies on, checked on a sample for a tokenizer the suite has not seen before.
+    """
+    apart = sum(counter.count_many(lines))
+    whole = counter.count("".join(lines))
+    if apart == whole:
+        return True, f"{len(lines)} pieces: {whole} tokens together and apart"
+    return False, f"{len(lines)} pieces: {whole} tokens together but {apart} counted apart"
+
+
+@dataclass(frozen=True)
+class PromptAccounting:
+    """One prompt counted three ways: its text, the rendered conversation, and the server's usage.
+
+    The chat template adds tokens (role markers, a BOS), so the text count is not
+    what ``usage.prompt_tokens`` says. The engine's ``/tokenize`` with ``messages``
+    renders the conversation the same way the chat endpoint does, and must agree with
+    usage within ``tolerance``. Without it, usage minus the text count is the
+    template's overhead and must lie in ``[0, template_tokens_max]``.
+    """
+
+    text_tokens: int
+    text_counted_with: str
+    usage_prompt_tokens: int | None
+    tolerance: int
+    template_tokens_max: int
+    # The engine's count of the text, when the text was counted locally and the engine can count.
+    server_text_tokens: int | None = None
+    # The engine's count of the rendered conversation, when it has a tokenize endpoint.
+    conversation_tokens: int | None = None
+
+    @property
+    def difference(self) -> int | None:
+        """usage.prompt_tokens minus the count it is compared with."""
+        if self.usage_prompt_tokens is None:
+            return None
+        reference = self.conversation_tokens if self.conversation_tokens is not None else self.text_tokens
+        return self.usage_prompt_tokens - reference
+
+    def problems(self) -> list[str]:
+        problems = []
+        if self.server_text_tokens is not None and self.server_text_tokens != self.text_tokens:
+            problems.append(
+                f"the local tokenizer counts {self.text_tokens} tokens in the message text but the engine's "
+                f"/tokenize counts {self.server_text_tokens} ({self.server_text_tokens - self.text_tokens:+d}): "
+                f"--tokenizer is not the served model's tokenizer")
+        usage, difference = self.usage_prompt_tokens, self.difference
+        if usage is None or difference is None:
+            problems.append("the reply has no usage.prompt_tokens to compare")
+        elif self.conversation_tokens is not None:
+            if abs(difference) > self.tolerance:
+                problems.append(
+                    f"usage.prompt_tokens is {usage} but the engine's own /tokenize counts {self.conversation_tokens} "
+                    f"for the same conversation: {difference:+d} tokens (tolerance {self.tolerance})")
+        elif not 0 <= difference <= self.template_tokens_max:
+            problems.append(
+                f"usage.prompt_tokens is {usage} and the message text counts {self.text_tokens}: the chat template "
+                f"would add {difference:+d} tokens, outside the declared 0..{self.template_tokens_max}")
+        return problems
+
+    def describe(self) -> str:
+        parts = [f"text {self.text_tokens:,} ({self.text_counted_with})"]
+        if self.server_text_tokens is not None:
+            parts.append(f"text by the engine {self.server_text_tokens:,}")
+        if self.conversation_tokens is not None:
+            parts.append(f"conversation by the engine {self.conversation_tokens:,} "
+                         f"(template {self.conversation_tokens - self.text_tokens:+,d})")
+        usage = "none" if self.usage_prompt_tokens is None else f"{self.usage_prompt_tokens:,}"
+        parts.append(f"usage.prompt_tokens {usage}")
+        if self.difference is not None:
+            limit = (f"tolerance {self.tolerance}" if self.conversation_tokens is not None
+                     else f"template allowance 0..{self.template_tokens_max}")
+            parts.append(f"difference {self.difference:+d} ({limit})")
+        return "; ".join(parts)
+
+    def summary(self) -> dict[str, object]:
+        return {**vars(self), "difference": self.difference, "problems": self.problems()}

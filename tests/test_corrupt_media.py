@@ -1,0 +1,115 @@
+"""Corrupt media (TEST-PLAN §6): refused with a 4xx and an error body, and the engine keeps serving.
+
+Each corrupt sample (``media/corrupt/``: truncated PNG, random bytes labelled as
+PNG, a valid PNG header with a broken body, invalid base64, a zero-byte file, a
+truncated MP4, random bytes labelled as MP4) must get a 4xx with an error body. A
+5xx is "server error on client data" (SGLang in seed 001); a hang fails at the idle
+timeout. Whether the engine still answers afterwards is a separate check, so a crash
+is its own failure.
+
+These checks run on every model, text-only ones included: they test the engine's
+input validation, which a text-only deployment needs as much as a multimodal one
+(clients send images to whatever is behind the URL). A text-only model is expected
+to refuse any media with a 4xx (vLLM does), so the report shows what the engine
+answers to media it cannot take; the last check sends it valid media to make that
+explicit. Requests are not streamed: the status code is what is checked, and it
+is decided before any stream starts.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from engine_acceptance import media
+from engine_acceptance.client import Exchange
+from engine_acceptance.media_checks import attach_media, media_part, refusal_problem, user_turn
+from engine_acceptance.profiles import EngineProfile
+from engine_acceptance.reporting import attach_json
+from fixtures.engine import PROMPTS_DIR
+
+pytestmark = [pytest.mark.corrupt_media]
+
+CASES: dict[str, Any] = yaml.safe_load((PROMPTS_DIR / "image.yaml").read_text(encoding="utf-8"))["corrupt"]
+
+
+def _content_type(part: str, engine_profile: EngineProfile) -> str | None:
+    if part == "image":
+        return "image_url"
+    return engine_profile.features.get("video_content_type") or None
+
+
+def _no_video_reason(engine_profile: EngineProfile) -> str:
+    return (f"engine profile {engine_profile.name!r} ({engine_profile.source}) does not say how video is sent "
+            "(features.video_content_type is not set)")
+
+
+def _media_request(content_type: str, url: str) -> dict[str, Any]:
+    return {"messages": user_turn(CASES["prompt"], [media_part(content_type, url)]),
+            "temperature": 0, "max_tokens": 64}
+
+
+def _normal_request() -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": CASES["recovery_prompt"]}], "temperature": 0, "max_tokens": 16}
+
+
+def _outcome(exchange: Exchange) -> str:
+    if exchange.status is not None:
+        return f"HTTP {exchange.status}"
+    return f"no answer: {exchange.describe_failure()}"
+
+
+# Defined first so that, run in file order, a crash on the first corrupt sample is
+# reported here with the sample that caused it.
+async def test_engine_keeps_serving_after_corrupt_media(chat, acceptance, engine_profile) -> None:
+    before = await chat(_normal_request(), stream=False, label="normal request before corrupt media")
+    assert before.ok, (
+        "the engine did not answer a normal request before this check sent any corrupt media "
+        f"({before.describe_failure()}); an earlier request may already have stopped it")
+    sent: list[str] = []
+    for sample_id in media.CORRUPT_SAMPLES:
+        sample = media.corrupt_sample(sample_id)
+        content_type = _content_type(sample.part, engine_profile)
+        if content_type is None:
+            continue  # the video samples, when the profile cannot say how to send them
+        corrupt = await chat(_media_request(content_type, sample.url), stream=False, label=f"corrupt {sample_id}")
+        sent.append(f"{sample_id}: {_outcome(corrupt)}")
+        after = await chat(_normal_request(), stream=False, label=f"normal request after {sample_id}")
+        assert after.ok, (
+            f"the engine stopped serving: after the corrupt sample {sample_id} ({_outcome(corrupt)}) "
+            f"a normal request failed: {after.describe_failure()}")
+    attach_json("corrupt samples sent, each followed by a normal request", sent, acceptance.redactor)
+
+
+@pytest.mark.parametrize("sample_id", media.CORRUPT_SAMPLES)
+async def test_corrupt_media_is_rejected_with_4xx_and_an_error_body(chat, engine_profile, sample_id: str) -> None:
+    sample = media.corrupt_sample(sample_id)
+    content_type = _content_type(sample.part, engine_profile)
+    if content_type is None:
+        pytest.skip(_no_video_reason(engine_profile))
+    exchange = await chat(_media_request(content_type, sample.url), stream=False, label=f"corrupt {sample_id}")
+    problem = refusal_problem(exchange)
+    assert problem is None, f"corrupt sample {sample_id} ({sample.what}), sent as {content_type}: {problem}"
+
+
+# Ids are not the bare capability names: those are marker names, and a report groups by them.
+@pytest.mark.parametrize("capability", ["image", "video"], ids=["valid-image", "valid-video"])
+async def test_media_a_text_only_model_cannot_take_is_refused_with_4xx(chat, model_profile, engine_profile,
+                                                                       capability: str) -> None:
+    if model_profile.has(capability):
+        pytest.skip(f"model profile {model_profile.name!r} lists {capability!r}: test_{capability}.py checks "
+                    "what the model reads")
+    content_type = _content_type(capability, engine_profile)
+    if content_type is None:
+        pytest.skip(_no_video_reason(engine_profile))
+    name = CASES["unsupported"][capability]
+    attach_media(name)
+    exchange = await chat(_media_request(content_type, media.data_uri(name)), stream=False,
+                          label=f"valid {capability} to a model without {capability!r}")
+    problem = refusal_problem(exchange)
+    assert problem is None, (
+        f"valid {capability} media/{name} sent to a model whose profile ({model_profile.name!r}) lacks "
+        f"{capability!r}: {problem}. If the model does take {capability}, add it to the profile's capabilities; "
+        "if not, the engine dropped the media and answered anyway")

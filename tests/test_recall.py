@@ -1,0 +1,121 @@
+"""Long-context recall (TEST-PLAN §8): codes hidden deep in a long prompt come back exactly.
+
+Marker ``recall``: seed 001's 32K variant. About 31K tokens of filler (never more than
+``--recall-tokens`` or the engine's context allow), three depths x three keys like
+``jade-50-1-259920``, each asked for by an explicit field-extraction instruction
+around ``<document>…</document>``, and a control asking for a key that is not there,
+which must answer NOT_FOUND.
+
+Marker ``recall_1m``: seed 000's million-token case. Three independent codes at 10%,
+50% and 90% of the longest prompt the engine takes (1,048,576 tokens of context on
+MiniMax-M3), returned as JSON. One streamed request; TTFT and E2E are reported.
+
+Every reply must be whole (stream ended with [DONE], usage present, a valid finish
+reason) and every code exact. The prompt's tokens are counted locally (--tokenizer)
+or by the engine's /tokenize, and ``usage.prompt_tokens`` must match the engine's own
+count of the same conversation (fixtures/prompts/recall.yaml declares the tolerance).
+Recall runs alone: ``pytest -m recall`` / ``pytest -m recall_1m``, without -n.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from engine_acceptance.checks import short
+from engine_acceptance.reassembly import Reply
+from engine_acceptance.recall_answers import code_problems, codes_in, json_codes
+from fixtures.recall import FIELD_KEYS, RecallRun, field_case, field_prefix, million_case
+
+
+def _key_id(case: tuple[float, int]) -> str:
+    depth, key = case
+    return f"depth{round(depth * 100)}-key{key}"
+
+
+def _whole_reply(run: RecallRun, request: pytest.FixtureRequest) -> Reply:
+    """The reply, after checking it arrived whole; TTFT and E2E go into the report."""
+    timing = run.timing()
+    request.node.user_properties += [("ttft_s", timing["ttft_s"]), ("e2e_s", timing["e2e_s"]),
+                                     ("prompt_tokens_built", run.haystack.tokens)]
+    exchange = run.exchange
+    if not exchange.ok or exchange.reply is None:
+        pytest.fail(f"the {run.haystack.tokens:,}-token recall request failed after {exchange.elapsed_s:.1f} s: "
+                    f"{exchange.describe_failure()}")
+    reply = exchange.reply
+    assert reply.done_received, f"the stream did not end with data: [DONE] ({'; '.join(reply.problems)})"
+    assert reply.usage is not None, "the streamed reply has no usage although stream_options.include_usage was set"
+    assert reply.finish_reason_is_valid, f"finish_reason {reply.finish_reason!r} is not a valid value"
+    return reply
+
+
+def _cut_note(reply: Reply) -> str:
+    return " (the reply was cut at max_tokens)" if reply.finish_reason == "length" else ""
+
+
+@pytest.mark.recall
+@pytest.mark.parametrize("case", FIELD_KEYS, ids=_key_id)
+async def test_field_extraction_returns_the_asked_key_exactly(recall_runner, recall_prompts, recall_tokens,
+                                                              request, case) -> None:
+    prefix = field_prefix(recall_prompts, *case)
+    run = await recall_runner.run(field_case(recall_prompts, recall_tokens, prefix))
+    recall_runner.attach(run)
+    reply = _whole_reply(run, request)
+    expected = [needle for needle in run.haystack.needles if needle.code.startswith(prefix + "-")]
+    problems = code_problems(expected, codes_in(reply.content), [n.code for n in run.haystack.needles])
+    assert not problems, f"asked for the key {prefix}-…: {'; '.join(problems)}{_cut_note(reply)}; " \
+                         f"the answer was {short(reply.content)!r}"
+
+
+@pytest.mark.recall
+async def test_field_extraction_control_without_the_key_answers_not_found(recall_runner, recall_prompts,
+                                                                          recall_tokens, request) -> None:
+    spec = recall_prompts["field_extraction"]
+    run = await recall_runner.run(field_case(recall_prompts, recall_tokens, spec["control_prefix"]))
+    recall_runner.attach(run)
+    reply = _whole_reply(run, request)
+    says_not_found = spec["not_found"] in reply.content and not codes_in(reply.content)
+    assert says_not_found, \
+        f"the document has no key {spec['control_prefix']}-…, so the answer must be {spec['not_found']}; " \
+        f"it was {short(reply.content)!r}{_cut_note(reply)}"
+
+
+@pytest.mark.recall
+async def test_field_extraction_prompt_tokens_match_the_engines_count(recall_runner, recall_prompts, recall_tokens,
+                                                                      request) -> None:
+    spec = recall_prompts["field_extraction"]
+    run = await recall_runner.run(field_case(recall_prompts, recall_tokens, spec["control_prefix"]))
+    recall_runner.attach(run)
+    _whole_reply(run, request)
+    declared = recall_prompts["accounting"]
+    accounting = await recall_runner.accounting(run, tolerance=declared["tolerance_tokens"],
+                                                template_tokens_max=declared["template_tokens_max"])
+    request.node.user_properties.append(("prompt_token_difference", accounting.difference))
+    problems = accounting.problems()
+    assert not problems, "; ".join(problems) + f" [{accounting.describe()}]"
+
+
+@pytest.mark.recall_1m
+async def test_million_token_prompt_returns_the_three_codes_exactly_as_json(recall_runner, recall_prompts,
+                                                                            recall_tokens, request) -> None:
+    run = await recall_runner.run(million_case(recall_prompts, recall_tokens))
+    recall_runner.attach(run)
+    reply = _whole_reply(run, request)
+    found, why = json_codes(reply.content)
+    assert found is not None, f"{why}{_cut_note(reply)}: {short(reply.content)!r}"
+    problems = code_problems(run.haystack.needles, found)
+    assert not problems, f"in a {run.haystack.tokens:,}-token prompt: {'; '.join(problems)}; " \
+                         f"the answer was {short(reply.content)!r}"
+
+
+@pytest.mark.recall_1m
+async def test_million_token_prompt_tokens_match_the_engines_count(recall_runner, recall_prompts, recall_tokens,
+                                                                   request) -> None:
+    run = await recall_runner.run(million_case(recall_prompts, recall_tokens))
+    recall_runner.attach(run)
+    _whole_reply(run, request)
+    declared = recall_prompts["accounting"]
+    accounting = await recall_runner.accounting(run, tolerance=declared["tolerance_tokens"],
+                                                template_tokens_max=declared["template_tokens_max"])
+    request.node.user_properties.append(("prompt_token_difference", accounting.difference))
+    problems = accounting.problems()
+    assert not problems, "; ".join(problems) + f" [{accounting.describe()}]"

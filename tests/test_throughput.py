@@ -1,0 +1,92 @@
+"""Throughput smoke (TEST-PLAN §7): a fixed-length load, its figures, and the gate.
+
+One check per workload (input/output tokens); it measures each selected concurrency
+of that workload (warm-up, then ``--throughput-rounds`` rounds), reports a table and
+a chart per workload, and fails when the load was not what it claimed (errors,
+input or output length not honoured) or when a threshold or the baseline is missed.
+Throughput runs alone (``pytest -m throughput``, no ``-n``): the plugin skips it,
+with the reason, whenever anything else would share the engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import allure
+import pytest
+
+from engine_acceptance.charts import workload_chart_png
+from engine_acceptance.loadgen import Cell, measure_cell
+from engine_acceptance.reporting import attach_json
+from engine_acceptance.throughput_checks import count_notes, error_problems, length_problems
+from engine_acceptance.throughput_gate import check_thresholds, compare_with_baseline
+from engine_acceptance.throughput_report import table_html, table_lines
+from engine_acceptance.throughput_settings import select_cells, settings_key
+
+pytestmark = [pytest.mark.throughput]
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    cells: tuple[Cell, ...]
+
+    @property
+    def id(self) -> str:
+        return "in{}-out{}".format(*self.name.split("/"))
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "workload" not in metafunc.fixturenames:
+        return
+    settings = metafunc.config.stash.get(settings_key, None)
+    cells = settings.cells if settings is not None else tuple(select_cells("smoke"))
+    grouped: dict[str, list[Cell]] = {}
+    for cell in cells:
+        grouped.setdefault(cell.workload, []).append(cell)
+    workloads = [Workload(name, tuple(group)) for name, group in grouped.items()]
+    metafunc.parametrize("workload", workloads, ids=[w.id for w in workloads])
+
+
+async def test_fixed_length_load_is_served_in_full_and_passes_the_gate(
+        workload, acceptance, engine_profile, throughput_settings, throughput_thresholds, throughput_write,
+        throughput_results, exact_length_prompts) -> None:
+    prompts = await exact_length_prompts(max(cell.input_tokens for cell in workload.cells))
+    # Without ignore_eos the engine decides the output length: measured, but not checked.
+    output_forced = engine_profile.supports_ignore_eos
+    results, index = [], 0
+    for cell in workload.cells:
+        throughput_write(f"{cell.key}: {throughput_settings.rounds} round(s) of {cell.requests} requests, "
+                         f"{cell.warmup_requests} warm-up; prompts from {prompts.source}")
+        results.append(await measure_cell(acceptance.target, cell, prompts, rounds=throughput_settings.rounds,
+                                          ignore_eos=output_forced, first_index=index, progress=throughput_write))
+        index += cell.warmup_requests + cell.requests * throughput_settings.rounds
+
+    load_problems = {r.cell.key: error_problems(r) + length_problems(r, output_forced=output_forced)
+                     for r in results}
+    throughput_results.add(results, clean={key for key, problems in load_problems.items() if not problems},
+                           prompts=prompts)
+    title = f"throughput {workload.name} tokens"
+    allure.attach(table_html(title, results), name=f"{title}: table", attachment_type=allure.attachment_type.HTML)
+    allure.attach(workload_chart_png(workload.name, results), name=f"{title}: chart",
+                  attachment_type=allure.attachment_type.PNG)
+    attach_json(f"{title}: every round", [r.as_dict() for r in results], acceptance.redactor)
+    for line in table_lines(results):
+        throughput_write(line)
+
+    notes = [note for r in results for note in count_notes(
+        r, output_forced=output_forced,
+        ignore_eos_reason=f"engine profile {engine_profile.name!r} does not declare ignore_eos")]
+    problems = [problem for key in load_problems for problem in load_problems[key]]
+    for result in results:
+        problems += check_thresholds(result.summary, throughput_thresholds)
+        if throughput_settings.baseline is not None:
+            violations, baseline_notes = compare_with_baseline(result.summary, throughput_settings.baseline,
+                                                               throughput_settings.tolerances)
+            problems += violations
+            notes += baseline_notes
+    for note in notes:
+        throughput_write(f"note: {note}")
+    if notes:
+        allure.attach("\n".join(notes), name=f"{title}: notes", attachment_type=allure.attachment_type.TEXT)
+    assert not problems, "\n".join(problems)

@@ -1,0 +1,57 @@
+"""Video understanding (TEST-PLAN §5): the background colours of a 16-frame video, in order.
+
+The video is sent as a base64 data URI in the content part the engine profile names
+(``features.video_content_type``, e.g. ``video_url``), in each container the profile
+lists (``features.video_containers``; MP4 alone when absent). Colour words are
+matched in Chinese or English.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import yaml
+
+from engine_acceptance import media
+from engine_acceptance.checks import reply_of, short
+from engine_acceptance.media_checks import attach_media, colors_named, media_part, user_turn
+from engine_acceptance.profiles import EngineProfile
+from fixtures.engine import PROMPTS_DIR
+
+pytestmark = [pytest.mark.video, pytest.mark.requires("video")]
+
+CASES: dict[str, Any] = yaml.safe_load((PROMPTS_DIR / "video.yaml").read_text(encoding="utf-8"))
+DEFAULT_CONTAINERS = ("mp4",)
+
+
+def video_content_type(engine_profile: EngineProfile) -> str:
+    """The content-part type the engine takes video in; skips the check when the profile has none."""
+    content_type = engine_profile.features.get("video_content_type")
+    if not content_type:
+        pytest.skip(f"engine profile {engine_profile.name!r} ({engine_profile.source}) does not say how video "
+                    "is sent (features.video_content_type is not set)")
+    return content_type
+
+
+@pytest.mark.parametrize("container", sorted(CASES["colors_in_order"]["files"]))
+async def test_video_background_colors_are_listed_in_order(chat, stream, engine_profile, container: str) -> None:
+    content_type = video_content_type(engine_profile)
+    containers = engine_profile.features.get("video_containers") or DEFAULT_CONTAINERS
+    if container not in containers:
+        pytest.skip(f"engine profile {engine_profile.name!r} does not list {container!r} in "
+                    f"features.video_containers ({', '.join(containers)})")
+    case = CASES["colors_in_order"]
+    name = case["files"][container]
+    attach_media(name)
+    body = {
+        "messages": user_turn(case["prompt"], [media_part(content_type, media.data_uri(name))]),
+        "temperature": 0,
+        "max_tokens": CASES["max_tokens"],
+    }
+    reply = reply_of(await chat(body, stream=stream, label=name))
+    expected = case["colors"]
+    named = [color for color in colors_named(reply.content) if color in expected]
+    assert named == expected, (
+        f"expected the background colours in order, {' then '.join(expected)}; "
+        f"the answer names {named or 'none of them'} in that order: {short(reply.content)!r}")
