@@ -122,6 +122,19 @@ async def event_rate(url: str, concurrency: int) -> dict[str, float]:
             "errors": summary.failed}
 
 
+def crossing(steps: list[dict[str, float]], lag: str) -> str:
+    """Where the lag first reaches 1 ms as the rate rises (the curve is not monotonic
+    once the engine saturates, so the first crossing is the honest limit)."""
+    below = None
+    for step in steps:
+        if step[lag] >= 1.0:
+            low = f"{below['achieved_events_s']:.0f}" if below else "0"
+            return (f"under 1 ms up to {low} events/s, 1 ms or more from {step['achieved_events_s']:.0f} events/s "
+                    f"(concurrency {step['concurrency']})")
+        below = step
+    return f"under 1 ms at every step, up to {below['achieved_events_s']:.0f} events/s" if below else "no steps"
+
+
 def pct(value: float, truth: float) -> str:
     return f"{(value - truth) / truth * 100:+.1f}%"
 
@@ -187,10 +200,8 @@ def main() -> int:
     for s in steps:
         print(f"| {s['concurrency']} | {s['offered_events_s']:.0f} | {s['achieved_events_s']:.0f} | "
               f"{s['lag_p50_ms']:.2f} | {s['lag_p99_ms']:.2f} | {s['client_cpu']:.0%} | {s['errors']} |")
-    under_p50 = [s["achieved_events_s"] for s in steps if s["lag_p50_ms"] < 1.0]
-    under_p99 = [s["achieved_events_s"] for s in steps if s["lag_p99_ms"] < 1.0]
-    print(f"\nHighest achieved rate with P50 client lag under 1 ms: {max(under_p50, default=0):.0f} events/s; "
-          f"with P99 under 1 ms: {max(under_p99, default=0):.0f} events/s.")
+    for name in ("lag_p50_ms", "lag_p99_ms"):
+        print(f"\n{name[4:7].upper()} client lag: {crossing(steps, name)}")
     load = os.getloadavg()
     print(f"Load average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     figures["load_average_at_end"] = load

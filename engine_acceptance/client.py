@@ -74,7 +74,8 @@ class EngineTarget:
 
     base_url: str
     model: str
-    api_key: str | None = None
+    # Out of the repr: pytest prints a failing test's arguments, and a target may be one.
+    api_key: str | None = field(default=None, repr=False)
     timeouts: ClientTimeouts = ClientTimeouts()
 
     @property

@@ -20,7 +20,7 @@ __all__ = ["CAPABILITIES", "CheckOutcome", "GateCollector"]
 # Markers that name a capability, in the order of the test plan.
 CAPABILITIES = (
     "text", "streaming", "thinking", "tools", "code_exec", "image", "video", "corrupt_media",
-    "throughput", "recall", "recall_1m", "auth",
+    "throughput", "recall", "recall_1m", "auth", "soak",
 )
 
 

@@ -223,13 +223,16 @@ class _ArrivalStampingHandler(ResponseHandler):
     When a burst of events arrives on many connections at once, the event loop
     first runs every connection's ``data_received`` and only then resumes the
     reading tasks one after another: a stamp taken in the task is late by the
-    whole burst's parsing. Stamped here, each read keeps its arrival time.
+    whole burst's parsing. Stamped here, a read keeps the time its bytes arrived.
+    When several arrivals are read at once, the latest one stamps the read: no
+    byte is ever stamped before it could have been seen (errors stay one-sided).
     """
 
     arrived_at: float | None = None
 
     def data_received(self, data: bytes) -> None:
-        if self.arrived_at is None:
+        # aiohttp also calls this with b"" when the reader resumes: not an arrival.
+        if data:
             self.arrived_at = time.monotonic()
         super().data_received(data)
 
@@ -330,13 +333,18 @@ def analyse_round(raw: RawRound) -> tuple[list[RequestRecord], RoundSummary]:
 
 
 class LoadGenerator:
-    """One aiohttp session for one cell: a pool of ``concurrency`` connections."""
+    """One aiohttp session for one cell: a pool of ``concurrency`` connections.
 
-    def __init__(self, target: EngineTarget, concurrency: int, *, clock: Clock = time.monotonic) -> None:
+    ``path`` is the endpoint under ``/v1``: completions for the fixed-length load,
+    ``/chat/completions`` for the media load (``media_load.py``), same stamping.
+    """
+
+    def __init__(self, target: EngineTarget, concurrency: int, *, clock: Clock = time.monotonic,
+                 path: str = "/completions") -> None:
         self.target = target
         self.concurrency = concurrency
         self.clock = clock
-        self.url = target.v1_url + "/completions"
+        self.url = target.v1_url + path
         self.headers = {"Content-Type": "application/json", **target.auth_headers()}
         self._session: aiohttp.ClientSession | None = None
         # Where read times come from, for the results: the socket's arrival or the task's read.

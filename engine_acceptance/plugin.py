@@ -38,7 +38,7 @@ WORKER_INPUT_KEY = "engine_acceptance_session"
 # The built-in reference engine serves the model of this profile.
 REFERENCE_MODEL_PROFILE = "reference"
 # Measurements that must have the engine to themselves (DESIGN "Scale").
-EXCLUSIVE_MARKERS = ("throughput", "recall", "recall_1m")
+EXCLUSIVE_MARKERS = ("throughput", "recall", "recall_1m", "soak")
 
 session_key = pytest.StashKey[AcceptanceSession]()
 _expectations_key = pytest.StashKey[list[ExpectedFailure]]()
@@ -105,6 +105,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="Save this run's throughput medians as a baseline")
     group.addoption("--throughput-out", default=None, metavar="PATH",
                     help="Write every throughput round's figures to this JSON file")
+    group.addoption("--throughput-seed", type=int, default=None, metavar="N",
+                    help="Seed of the throughput prompts' text and offsets, so runs send the same prompts "
+                         "(default: random)")
+    group.addoption("--media-shapes", default="full", metavar="SPEC",
+                    help="Media throughput cells: full (seed 001's), or a comma list of NAME, NAME@C, NAME@CxR "
+                         "(fixtures/media_throughput.yaml; default: full)")
+    group.addoption("--soak-minutes", default=None, metavar="N",
+                    help="Run the mixed-traffic soak (pytest -m soak) for N minutes (default: the soak is off)")
+    group.addoption("--soak-rate", default="0.5", metavar="R", help="Soak requests per second (default: 0.5)")
+    group.addoption("--soak-image-share", default="0.2", metavar="F",
+                    help="Share of soak requests carrying an image (default: 0.2)")
+    group.addoption("--soak-workers", default="4", metavar="N",
+                    help="Soak requests in flight at most (default: 4)")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -116,6 +129,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except ProfileError as exc:
         raise pytest.UsageError(f"--expectations: {exc}") from exc
     _validate_throughput_options(config)
+    _validate_media_and_soak_options(config)
     # In every process that runs tests (xdist workers too): Allure must not call a check cut off by Ctrl-C passed.
     config.pluginmanager.register(interrupts.InterruptedTestReport(), "engine-acceptance-interrupted-test")
     # A CI kill (SIGTERM) must leave a verdict and stop the engine, as Ctrl-C does; in
@@ -155,6 +169,19 @@ def _validate_throughput_options(config: pytest.Config) -> None:
             tolerances=opt.throughput_tolerance, baseline=opt.throughput_baseline, save=opt.throughput_save,
             out=opt.throughput_out)
     except SettingsError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def _validate_media_and_soak_options(config: pytest.Config) -> None:
+    from engine_acceptance.media_load import MediaSettings, MediaSettingsError, media_settings_key, select_media_cells
+    from engine_acceptance.soak import SoakSettingsError, soak_settings_from_options, soak_settings_key
+
+    opt = config.option
+    try:
+        config.stash[media_settings_key] = MediaSettings(tuple(select_media_cells(opt.media_shapes)), opt.media_shapes)
+        config.stash[soak_settings_key] = soak_settings_from_options(
+            minutes=opt.soak_minutes, rate=opt.soak_rate, workers=opt.soak_workers, image_share=opt.soak_image_share)
+    except (MediaSettingsError, SoakSettingsError) as exc:
         raise pytest.UsageError(str(exc)) from None
 
 
@@ -212,6 +239,11 @@ def pytest_runtest_call(item: pytest.Item) -> None:
 def _validated_options(config: pytest.Config) -> dict[str, Any]:
     opt = config.option
     url = opt.engine_url
+    given = [a for a in config.invocation_params.args if a == "--engine-url" or a.startswith("--engine-url=")]
+    if len(given) > 1:
+        raise pytest.UsageError(f"--engine-url: given {len(given)} times; a run tests one engine. To compare engines "
+                                "side by side: python -m engine_acceptance.compare --engine NAME=URL --engine "
+                                "NAME2=URL2 -- [pytest args] (README, Comparing engines)")
     if url is not None:
         parsed = urllib.parse.urlsplit(url)
         if parsed.scheme not in ("http", "https") or not parsed.hostname:

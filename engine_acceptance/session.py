@@ -7,7 +7,7 @@ instead of probing the engine again.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from engine_acceptance.client import ClientTimeouts, EngineTarget
@@ -32,7 +32,8 @@ class AcceptanceSession:
     engine: EngineInfo
     engine_profile: EngineProfile
     model_profile: ModelProfile
-    api_key: str | None
+    # Out of the repr: pytest prints a failing test's arguments (this session among them).
+    api_key: str | None = field(repr=False)
     timeouts: ClientTimeouts
     reference: ReferenceTarget | None = None
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import statistics
 from typing import Any
 
@@ -81,7 +82,7 @@ async def test_adaptive_mode_answers_with_clean_content(chat, prompts, model_pro
 
 @pytest.mark.requires("thinking_modes")
 @pytest.mark.parametrize("mode", MODES)
-async def test_thinking_mode_answers_the_240_question(chat, prompts, model_profile, mode) -> None:
+async def test_thinking_mode_answers_the_240_question(chat, prompts, model_profile, mode, request) -> None:
     case = prompts["thinking"]["warehouse"]
     body = _in_mode(_question(prompts), model_profile, mode)
     rows = []
@@ -104,6 +105,9 @@ async def test_thinking_mode_answers_the_240_question(chat, prompts, model_profi
     allure.attach(table.getvalue(), name=f"240 question, thinking {mode}: {passed}/{total}",
                   attachment_type=allure.attachment_type.CSV)
     allure.dynamic.parameter("correct", f"{passed}/{total}")
+    # For junit and the engine comparison (compare.py): the count and every request's E2E.
+    request.node.user_properties += [("thinking_correct", f"{passed}/{total}"),
+                                     ("thinking_e2e_s", json.dumps([r["e2e_s"] for r in rows]))]
     assert passed == total, (
         f"thinking {mode}: {passed}/{total} correct answers to the 240 question "
         f"(answers: {', '.join(str(r['answer']) for r in rows)}; contents: {[r['content'] for r in rows]})"

@@ -18,6 +18,9 @@ Only `POST /v1/chat/completions` is affected (what the functional checks send);
 completions, tokenize and the info endpoints stay correct. `FaultInjector.middleware`
 handles the faults decided before a reply starts; `FaultInjector.stream_writer`
 hands `EventStream` a writer that tampers with the events of a streamed reply.
+`auth-ignored` (an engine that serves requests without its API key) lives here
+too, because it is the server's front door, not the model, that is broken.
+
 This module imports nothing from the engine's own modules: `defects.py` imports
 `FAULTS` from here, and `config` imports `defects`.
 """
@@ -65,9 +68,15 @@ FAULTS: dict[str, str] = {
     ),
     "slow-drip": "chat replies trickle out one byte per second, non-streamed and streamed, so no gap is ever idle",
     "auth-ignored": "with an API key configured, requests without the key or with a wrong one are served anyway",
+    "degrading-503": (
+        "after its first 20 chat requests, every second chat request is answered 503 Service Unavailable"
+        " (a deployment that degrades during a long run: what a soak exists to see)"
+    ),
 }
 
 CHAT_PATH = "/v1/chat/completions"
+# degrading-503 serves this many chat requests well before it starts failing.
+DEGRADE_AFTER = 20
 # A hung handler gives up after this long even if the client never leaves, so a
 # forgotten engine does not hold sockets forever.
 HANG_LIMIT_S = 3600.0
@@ -172,6 +181,8 @@ class EventWriter:
             await response.write_eof()
             raise StreamCut("error-body-200: the stream ended with an error event")
         if fault == "huge-reply" and index == 1:
+            # The endless content comes first; should a client read all of it, the real
+            # reply follows, so the stream stays valid.
             await self._endless_content(response, data)
         if fault == "slow-drip":
             await _drip(self.request, response.write, data)
@@ -199,6 +210,8 @@ class FaultInjector:
     def __init__(self, active: frozenset[str], *, error_body: ErrorBody) -> None:
         self.active = frozenset(name for name in active if name in FAULTS)
         self.error_body = error_body
+        # Chat requests seen so far (degrading-503 fails from DEGRADE_AFTER on).
+        self.chat_requests = 0
 
     def ignores_api_key(self) -> bool:
         return "auth-ignored" in self.active
@@ -222,6 +235,14 @@ class FaultInjector:
         fault = self._fault_for(request)
         if fault is None:
             return await handler(request)
+        if fault == "degrading-503":
+            self.chat_requests += 1
+            if self.chat_requests <= DEGRADE_AFTER or self.chat_requests % 2:
+                return await handler(request)
+            log.info("fault degrading-503: 503 for chat request %d", self.chat_requests)
+            body = self.error_body("Service Unavailable: the engine is overloaded, try again later",
+                                   err_type="ServiceUnavailableError", status=503)
+            return web.json_response(body, status=503, headers={"Retry-After": "1"})
         # aiohttp keeps the body once read, so the handler can still read it.
         streamed = _is_streamed(await request.read())
         if fault == "503-storm":

@@ -35,6 +35,7 @@ from .protocol import (
     parse_detokenize_request,
     parse_tokenize_request,
 )
+from .prometheus import metrics_handler
 from .responder import decide_thinking, respond
 from .tools import generate_tool_calls, parse_tool_request, plan_tool_answer, tool_call_delta, tool_call_pieces
 from .stream import BatchLoad, ClientGone, EventStream, Pacer, dump_json
@@ -428,4 +429,5 @@ def build_app(config: ReferenceEngineConfig) -> web.Application:
     app.router.add_post("/tokenize", engine.tokenize)
     app.router.add_post("/detokenize", engine.detokenize)
     app.router.add_get("/tokenizer.json", engine.tokenizer_json)
+    app.router.add_get("/metrics", metrics_handler(engine))
     return app

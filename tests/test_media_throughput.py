@@ -1,0 +1,96 @@
+"""Media throughput (seed 001): images and a video under a fixed client concurrency.
+
+One check per media input (``image-512``, ``image-1024``, ``two-images-512``,
+``video-16frames``); it measures each selected concurrency of that input (one
+warm-up wave, then ``--throughput-rounds`` rounds of 16 requests; ``--media-shapes``
+picks fewer), reports req/s and median E2E as the median of rounds with min-max,
+and fails when a request failed or a reply named the wrong colours. The same
+media goes out in every request, as in seed 001, so the report notes that an
+engine's processor cache may serve repeats. Runs alone, with the fixed-length
+smoke: ``pytest -m throughput``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+import allure
+import pytest
+
+from engine_acceptance.media_load import (
+    CACHE_NOTE,
+    MediaCell,
+    media_settings_key,
+    media_table_html,
+    media_table_lines,
+    measure_media_cell,
+    select_media_cells,
+)
+from engine_acceptance.reporting import attach_json
+
+pytestmark = [pytest.mark.throughput]
+
+
+@dataclass(frozen=True)
+class MediaLoad:
+    name: str
+    kind: str
+    cells: tuple[MediaCell, ...]
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "media_load" not in metafunc.fixturenames:
+        return
+    settings = metafunc.config.stash.get(media_settings_key, None)
+    cells = settings.cells if settings is not None else tuple(select_media_cells("full"))
+    grouped: dict[str, list[MediaCell]] = {}
+    for cell in cells:
+        grouped.setdefault(cell.input.name, []).append(cell)
+    loads = [MediaLoad(name, group[0].input.kind, tuple(group)) for name, group in grouped.items()]
+    metafunc.parametrize("media_load", [pytest.param(load, marks=pytest.mark.requires(load.kind), id=load.name)
+                                        for load in loads])
+
+
+def _content_type(kind: str, engine_profile) -> str:
+    if kind == "image":
+        return "image_url"
+    content_type = engine_profile.features.get("video_content_type")
+    if not content_type:
+        pytest.skip(f"engine profile {engine_profile.name!r} ({engine_profile.source}) does not say how video is sent "
+                    "(features.video_content_type is not set)")
+    return content_type
+
+
+async def test_media_load_is_served_in_full_with_the_right_answers(
+        media_load, acceptance, engine_profile, throughput_settings, throughput_write, request) -> None:
+    content_type = _content_type(media_load.kind, engine_profile)
+    results = []
+    for cell in media_load.cells:
+        throughput_write(f"{cell.key}: {throughput_settings.rounds} round(s) of {cell.requests} requests with "
+                         f"{' + '.join(cell.input.files)}, {cell.warmup_requests} warm-up")
+        results.append(await measure_media_cell(acceptance.target, cell, content_type=content_type,
+                                                rounds=throughput_settings.rounds, progress=throughput_write))
+
+    request.node.user_properties.append(
+        ("media_throughput", json.dumps({r.cell.key: r.figures() for r in results})))
+    title = f"media throughput {media_load.name}"
+    allure.attach(media_table_html(title, results), name=f"{title}: table", attachment_type=allure.attachment_type.HTML)
+    attach_json(f"{title}: every round", [r.as_dict() for r in results], acceptance.redactor)
+    for line in media_table_lines(results):
+        throughput_write(line)
+    throughput_write(f"note: {CACHE_NOTE}")
+
+    problems = []
+    for result in results:
+        total = sum(len(records) for records in result.records)
+        errors = result.summary.errors_by_kind
+        if errors:
+            example = next(r.error for records in result.records for r in records if not r.ok)
+            kinds = ", ".join(f"{kind} x{count}" for kind, count in sorted(errors.items()))
+            problems.append(f"{result.cell.key}: {sum(errors.values())}/{total} measured requests failed: {kinds} "
+                            f"(e.g. {(example or '')[:200]})")
+        if result.wrong:
+            problems.append(f"{result.cell.key}: {len(result.wrong)}/{result.answered} replies named the wrong "
+                            f"colours under load, e.g. {result.wrong[0]}")
+    assert not problems, "\n".join(problems)

@@ -1,0 +1,158 @@
+"""Mixed-traffic soak (seed 001's observation window), off by default.
+
+``pytest -m soak --soak-minutes N`` sends low-rate mixed traffic for N minutes
+(``--soak-rate`` 0.5 req/s, ``--soak-image-share`` 0.2, ``--soak-workers`` 4, as seed
+001) as streamed chat completions, and reports requests, failures, E2E median and
+P95 over time, and the engine's memory and queue figures at the start and the end
+when its engine profile names a Prometheus ``metrics_endpoint`` that answers. Any
+failed request fails the soak; a rising error rate is named. A model without the
+image capability gets text only, and the report says why. Ctrl-C (or SIGTERM) ends
+the soak early: the report is written, then the run stops as interrupted.
+The pacing and the report are :mod:`engine_acceptance.soak`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import signal
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager, nullcontext
+from typing import Any, Callable
+
+import allure
+import pytest
+import yaml
+
+from engine_acceptance import interrupts, media
+from engine_acceptance.client import RawStreamingClient
+from engine_acceptance.media_checks import image_part, user_turn
+from engine_acceptance.profiles import DATA_ROOT
+from engine_acceptance.reporting import attach_json
+from engine_acceptance.soak import SoakReport, SoakSettings, parse_prometheus, pick_series, run_soak, soak_settings_key
+
+pytestmark = [
+    pytest.mark.soak,
+    # skipif is evaluated before the plugin's "runs alone" skip, so this reason is the one shown.
+    pytest.mark.skipif("config.getoption('soak_minutes', None) is None",
+                       reason="the soak is off by default: give --soak-minutes N (and run `pytest -m soak` alone)"),
+]
+
+SOAK_DATA: dict[str, Any] = yaml.safe_load((DATA_ROOT / "soak.yaml").read_text(encoding="utf-8"))
+
+
+@pytest.fixture
+def soak_write(pytestconfig: pytest.Config) -> Callable[[str], None]:
+    """A line on the terminal while the soak runs (output capture is bypassed)."""
+    reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
+    capture = pytestconfig.pluginmanager.get_plugin("capturemanager")
+
+    def write(line: str) -> None:
+        if reporter is None:
+            return
+        with capture.global_and_fixture_disabled() if capture is not None else nullcontext():
+            reporter.write_line(f"engine-acceptance: soak {line}")
+
+    return write
+
+
+def _bodies(prompts: dict[str, Any], model: str, reply_tokens: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    def body(messages: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"model": model, "messages": messages, "temperature": 0, "max_tokens": reply_tokens,
+                "stream": True, "stream_options": {"include_usage": True}}
+
+    texts = [body([{"role": "user", "content": prompts[stem][case]["prompt"]}]) for stem, case in SOAK_DATA["text"]]
+    spec = SOAK_DATA["image"]
+    stem, case = spec["prompt"]
+    image = body(user_turn(prompts[stem][case]["prompt"], [image_part(media.data_uri(name)) for name in spec["files"]]))
+    return texts, image
+
+
+@contextmanager
+def _signals_end(stop: asyncio.Event, fired: list[str]) -> Iterator[None]:
+    """While the soak runs, Ctrl-C and SIGTERM end it early (with a report) instead of cutting it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    loop = asyncio.get_running_loop()
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+
+    def on_signal(sig: signal.Signals) -> None:
+        fired.append(sig.name)
+        stop.set()
+
+    for sig in previous:
+        loop.add_signal_handler(sig, on_signal, sig)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            loop.remove_signal_handler(sig)
+            signal.signal(sig, handler)
+
+
+async def _metrics(client: RawStreamingClient, path: str) -> tuple[dict[str, float] | None, str | None]:
+    exchange = await client.get(path)
+    if exchange.error_kind is not None or exchange.status != 200:
+        return None, f"GET {path}: {exchange.describe_failure() if exchange.error_kind else f'HTTP {exchange.status}'}"
+    text = exchange.body if isinstance(exchange.body, str) else exchange.raw.decode("utf-8", "replace")
+    every = parse_prometheus(text)
+    chosen = pick_series(every, SOAK_DATA["metrics"])
+    if not chosen:
+        return {}, f"GET {path}: none of its {len(every)} series is a memory or queue figure (fixtures/soak.yaml)"
+    return chosen, None
+
+
+async def test_mixed_traffic_soak_has_no_failed_request_and_no_rising_error_rate(
+        pytestconfig, acceptance, engine_profile, model_profile, prompts, soak_write, request) -> None:
+    settings: SoakSettings = pytestconfig.stash[soak_settings_key]
+    notes = []
+    if settings.image_share > 0 and not model_profile.has("image"):
+        notes.append(f"text only, no image requests: {model_profile.lacks_reason('image')}")
+        settings = dataclasses.replace(settings, image_share=0.0)
+    texts, image = _bodies(prompts, acceptance.engine.model, model_profile.reply_tokens)
+    metrics_path = engine_profile.features.get("metrics_endpoint")
+
+    stop, fired = asyncio.Event(), []
+    async with RawStreamingClient(acceptance.target, pool_size=settings.workers + 1) as client:
+        async def send(index: int, kind: str) -> tuple[float | None, str | None]:
+            body = image if kind == "image" else texts[index % len(texts)]
+            exchange = await client.post("/v1/chat/completions", body, stream=True)
+            if not exchange.ok or exchange.reply is None:
+                return exchange.elapsed_s, exchange.describe_failure()
+            if exchange.reply.problems:
+                return exchange.elapsed_s, "stream: " + "; ".join(exchange.reply.problems)
+            return exchange.elapsed_s, None
+
+        metrics_start = metrics_end = None
+        metrics_note = (f"engine profile {engine_profile.name!r} names no metrics_endpoint: no memory or queue "
+                        f"figures") if not metrics_path else None
+        if metrics_path:
+            metrics_start, metrics_note = await _metrics(client, metrics_path)
+        soak_write(f"{settings.minutes:g} min at {settings.rate_per_s:g} req/s, {settings.image_share:.0%} image, "
+                   f"up to {settings.workers} workers (Ctrl-C ends it early with a report)")
+        with _signals_end(stop, fired):
+            samples, observed, early = await run_soak(settings, send, stop=stop, progress=soak_write)
+        if metrics_path and metrics_start is not None:
+            metrics_end, end_note = await _metrics(client, metrics_path)
+            metrics_note = metrics_note or end_note
+
+    report = SoakReport(settings, observed, samples, ended_early=f"{fired[0]} after {observed / 60:.2f} min"
+                        if early and fired else None, metrics_start=metrics_start, metrics_end=metrics_end,
+                        metrics_note=metrics_note, notes=notes)
+    lines = report.table_lines()
+    for line in lines:
+        soak_write(line)
+    allure.attach("\n".join(lines), name="soak: requests, failures and E2E over time",
+                  attachment_type=allure.attachment_type.TEXT)
+    attach_json("soak: every request", report.as_dict(), acceptance.redactor)
+    request.node.user_properties.append(("soak", json.dumps(report.summary())))
+    if fired:
+        # The report is written; now stop the run the way the signal asked.
+        if fired[0] == "SIGTERM":
+            raise interrupts.Terminated("SIGTERM received during the soak: the run was stopped from outside")
+        raise KeyboardInterrupt("Ctrl-C during the soak")
+    problems = report.problems()
+    assert not problems, "\n".join(problems)
