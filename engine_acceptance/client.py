@@ -392,16 +392,19 @@ def _judge_success(exchange: Exchange) -> None:
     if exchange.error_kind is not None or exchange.status is None or not 200 <= exchange.status < 300:
         return
     body = exchange.body
-    if not exchange.stream and isinstance(body, dict) and "error" in body and "choices" not in body:
+    # Both error shapes: {"error": {...}} and the older flat {"object": "error", ...}.
+    if not exchange.stream and isinstance(body, dict) and "choices" not in body and (
+            "error" in body or body.get("object") == "error"):
         exchange.reply = None
         exchange.error_kind = "protocol"
         exchange.error = f"HTTP {exchange.status} with an error body instead of a reply: {_short(body)}"
         return
     reply = exchange.reply
-    if reply is not None and reply.streamed and reply.unreadable:
+    if reply is not None and reply.unreadable:
         more = f" (and {len(reply.unreadable) - 1} more)" if len(reply.unreadable) > 1 else ""
+        what = "stream with an unusable event" if reply.streamed else "body that is not a usable reply"
         exchange.error_kind = "protocol"
-        exchange.error = f"HTTP {exchange.status} stream with an unusable event: {reply.unreadable[0]}{more}"
+        exchange.error = f"HTTP {exchange.status} {what}: {reply.unreadable[0]}{more}"
 
 
 def _sdk_timeout_limit(exc: BaseException) -> str:

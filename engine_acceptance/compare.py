@@ -20,10 +20,10 @@ record), ``throughput.json``, ``allure-results/`` and ``pytest.log``.
 
 ``--reference NAME[:key=value,...]`` starts a built-in reference engine for its turn
 (keys ``ttft_ms``, ``tpot_ms``, ``prefill_ms_per_1k``, ``batch_slowdown``,
-``stream_chunk_tokens``, ``convention``): two of them with latency models 2x apart
-give a comparison whose answer is known. The API key of an engine is read from the
-environment variable its ``api-key-env`` names and handed to its runs through the
-environment, never on a command line.
+``stream_chunk_tokens``, ``convention``, ``inject=DEFECT[+DEFECT]``): two of them with
+latency models 2x apart give a comparison whose answer is known. The API key of an
+engine is read from the environment variable its ``api-key-env`` names and handed to
+its runs through the environment, never on a command line.
 
 Then :mod:`engine_acceptance.compare_report` renders ``DIR/comparison.md``,
 ``DIR/comparison.csv``, ``DIR/comparison.html`` and one Allure result in
@@ -41,6 +41,7 @@ import json
 import os
 import re
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -78,8 +79,9 @@ OWNED_OPTIONS = ("--engine-url", "--api-key", "--gate-json", "--throughput-out",
                  "--junit-xml", "--alluredir", "--profile", "--model", "--inject", "--convention", "--numprocesses",
                  "--dist")
 OWNED_SHORT = ("-m", "-n")
+# inject=DEFECT[+DEFECT]: a reference engine with a known defect, so a comparison's differences can be checked.
 REFERENCE_KEYS = {"ttft_ms": float, "tpot_ms": float, "prefill_ms_per_1k": float, "batch_slowdown": float,
-                  "stream_chunk_tokens": int, "convention": str}
+                  "stream_chunk_tokens": int, "convention": str, "inject": str}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,40}$")
 # pytest's own codes, and the suite's "engine unavailable".
 USAGE_ERROR, INTERRUPTED, ENGINE_UNAVAILABLE = 4, 2, 6
@@ -139,6 +141,15 @@ def _parse_reference(text: str) -> EngineSpec:
         except ValueError:
             raise CompareUsageError(f"--reference {text!r}: {key}={value!r} is not a "
                                     f"{REFERENCE_KEYS[key].__name__}") from None
+    if "inject" in settings:
+        from engine_acceptance.reference_engine.defects import UnknownDefectError, validate_defects
+
+        try:
+            validate_defects(settings["inject"].split("+"))
+        except UnknownDefectError as exc:
+            raise CompareUsageError(f"--reference {text!r}: {exc}") from None
+    if settings.get("convention", "vllm") not in ("vllm", "sglang"):
+        raise CompareUsageError(f"--reference {text!r}: convention must be vllm or sglang")
     return EngineSpec(name=name, reference=settings)
 
 
@@ -179,7 +190,7 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--workers", type=int, default=None, metavar="N",
                         help="pytest-xdist workers for the functional phase (measurements always run alone)")
     parser.add_argument("--base", default=None, metavar="NAME", help="Ratios are to this engine (default: the first)")
-    parser.add_argument("--seed", type=int, default=1,
+    parser.add_argument("--seed", type=int, default=1, metavar="N",
                         help="--throughput-seed for every run, so every engine gets the same prompts (default: 1)")
     parser.add_argument("--quiet", action="store_true", help="Print one line per run instead of its output")
     parser.add_argument("--render-only", action="store_true",
@@ -271,7 +282,8 @@ def _run(command: list[str], env: dict[str, str], folder: Path, prefix: str, ech
     with open(folder / "pytest.log", "w", encoding="utf-8") as log:
         log.write("$ " + shlex.join(command) + "\n")
         # Same process group: Ctrl-C at the terminal reaches the run too, which then writes its verdict.
-        process = subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        # The caller's working directory: relative paths in the pytest arguments mean what they meant there.
+        process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                    stdin=subprocess.DEVNULL, text=True, errors="replace")
         pump = threading.Thread(target=_pump, args=(process.stdout, log, prefix, echo), daemon=True)
         pump.start()
@@ -308,7 +320,8 @@ def _start_reference(spec: EngineSpec, folder: Path) -> Any:
                            tpot_ms=settings.get("tpot_ms", LatencyModel.tpot_ms),
                            prefill_ms_per_1k_tokens=settings.get("prefill_ms_per_1k", 0.0),
                            batch_slowdown=settings.get("batch_slowdown", 0.0))
-    return start_reference_engine(convention=settings.get("convention", "vllm"), latency=latency,
+    defects = settings["inject"].split("+") if settings.get("inject") else ()
+    return start_reference_engine(convention=settings.get("convention", "vllm"), latency=latency, defects=defects,
                                   stream_chunk_tokens=settings.get("stream_chunk_tokens"),
                                   max_model_len=load_model_profile("reference").context_length, log_dir=folder)
 
@@ -331,7 +344,7 @@ class _Manifest:
 
 def _run_all(args: argparse.Namespace, pytest_args: list[str]) -> tuple[_Manifest, int]:
     targets: list[EngineSpec] = args.targets
-    out: Path = args.out
+    out: Path = args.out.resolve()
     manifest = _Manifest(engines=[asdict(t) for t in targets], phases=args.phase, select=args.select,
                          workers=args.workers, seed=args.seed, pytest_args=pytest_args,
                          base=args.base or targets[0].name, started_ms=int(time.time() * 1000))
@@ -403,6 +416,8 @@ def render(out: Path, manifest: dict[str, Any]) -> dict[str, Path]:
     files["markdown"].write_text(markdown, encoding="utf-8")
     files["csv"].write_text(csv_text, encoding="utf-8")
     files["html"].write_text(html_text, encoding="utf-8")
+    # The comparison's own Allure results: only the latest rendering.
+    shutil.rmtree(out / "allure-results", ignore_errors=True)
     files["allure"] = write_allure_result(
         out / "allure-results", title=f"Engine comparison: {' vs '.join(e.name for e in engines)}",
         files={"comparison (Markdown)": (markdown, "text/markdown"), "comparison (CSV)": (csv_text, "text/csv"),

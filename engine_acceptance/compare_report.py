@@ -190,18 +190,19 @@ def _figure_table(title: str, metric: str, row_keys: Sequence[tuple[str, ...]],
     table = Table(title, header, notes=list(notes))
     for key in row_keys:
         cells = {e.name: figures[e.name].get(key, Figure(None)) for e in engines}
+        row = "@".join(key)
+        for engine in engines:
+            fig = cells[engine.name]
+            table.csv_rows.append({"table": title, "row": row, "metric": metric, "engine": engine.name,
+                                   "median": fig.median, "min": fig.low, "max": fig.high, "values": fig.values})
         ratios, remarks = [], []
         for other in others:
             ratio, remark = compare_figures(cells[base.name], cells[other.name], higher_is_better=higher,
                                             other_name=other.name, base_name=base.name)
             ratios.append(_ratio_text(ratio))
             remarks.append(remark if len(others) == 1 else f"{other.name}: {remark}")
-            table.csv_rows.append({"table": title, "row": " ".join(key), "metric": metric, "engine": other.name,
+            table.csv_rows.append({"table": title, "row": row, "metric": metric, "engine": other.name,
                                    "base": base.name, "ratio_to_base": ratio, "note": remark})
-        for engine in engines:
-            fig = cells[engine.name]
-            table.csv_rows.append({"table": title, "row": " ".join(key), "metric": metric, "engine": engine.name,
-                                   "median": fig.median, "min": fig.low, "max": fig.high, "values": fig.values})
         table.rows.append([*key, *(cells[e.name].text() for e in engines), *ratios, "; ".join(remarks)])
     return table
 
@@ -313,6 +314,11 @@ def _thinking_table(engines: Sequence[EngineResults], base: EngineResults) -> Ta
                        if m in ("disabled", "adaptive", "enabled") else 9):
         cells = rows[mode]
         empty = ("-", Figure(None))
+        for engine in engines:
+            correct, fig = cells.get(engine.name, empty)
+            table.csv_rows.append({"table": title, "row": mode, "metric": "e2e_s", "engine": engine.name,
+                                   "median": fig.median, "min": fig.low, "max": fig.high, "values": fig.values,
+                                   "correct": correct})
         ratios, remarks = [], []
         for other in others:
             ratio, remark = compare_figures(cells.get(base.name, empty)[1], cells.get(other.name, empty)[1],
@@ -321,11 +327,6 @@ def _thinking_table(engines: Sequence[EngineResults], base: EngineResults) -> Ta
             remarks.append(remark if len(others) == 1 else f"{other.name}: {remark}")
             table.csv_rows.append({"table": title, "row": mode, "metric": "e2e_s", "engine": other.name,
                                    "base": base.name, "ratio_to_base": ratio, "note": remark})
-        for engine in engines:
-            correct, fig = cells.get(engine.name, empty)
-            table.csv_rows.append({"table": title, "row": mode, "metric": "e2e_s", "engine": engine.name,
-                                   "median": fig.median, "min": fig.low, "max": fig.high, "values": fig.values,
-                                   "correct": correct})
         table.rows.append([mode, *(cells.get(e.name, empty)[0] for e in engines),
                            *(cells.get(e.name, empty)[1].text() for e in engines), *ratios, "; ".join(remarks)])
     return table
@@ -376,7 +377,8 @@ def build_tables(engines: Sequence[EngineResults], base: EngineResults) -> list[
 
 
 def _engines_table(engines: Sequence[EngineResults]) -> Table:
-    table = Table("Engines", ["engine", "target", "detected", "model", "profile", "runs (exit code)"])
+    table = Table("Engines", ["engine", "target", "detected", "model", "profiles (engine / model)",
+                              "runs (exit code)"])
     for engine in engines:
         facts = engine.facts
         detected = f"{facts.get('engine.kind', '?')} {facts.get('engine.version', '')}".strip()

@@ -10,9 +10,10 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from contextlib import nullcontext
+from typing import Any, TypeVar
 
-__all__ = ["PROGRESS_EVERY_S", "Write", "waiting"]
+__all__ = ["PROGRESS_EVERY_S", "Write", "terminal_writer", "waiting"]
 
 PROGRESS_EVERY_S = 10.0
 
@@ -34,3 +35,21 @@ async def waiting(awaitable: Awaitable[T], *, label: str, write: Write, every_s:
     finally:
         if not task.done():
             task.cancel()
+
+
+def terminal_writer(config: Any, prefix: str) -> Write:
+    """Writes ``engine-acceptance: <prefix><line>`` to the terminal while a check runs.
+
+    Output capture is bypassed on purpose: progress of a long measurement must be
+    seen while it happens, not in the captured output afterwards.
+    """
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+
+    def write(line: str) -> None:
+        if reporter is None:
+            return
+        with capture.global_and_fixture_disabled() if capture is not None else nullcontext():
+            reporter.write_line(f"engine-acceptance: {prefix}{line}")
+
+    return write

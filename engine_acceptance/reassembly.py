@@ -203,8 +203,10 @@ def reassemble_stream(events: Iterable[SSEEvent], *, sent_at: float | None = Non
         if not isinstance(chunk, dict):
             _unreadable(reply, f"event data is not a JSON object: {event.data[:200]!r}")
             continue
-        if "error" in chunk and "choices" not in chunk:
-            _unreadable(reply, f"error event in stream: {json.dumps(chunk['error'], ensure_ascii=False)[:300]}")
+        # Both error shapes: {"error": {...}} and the older flat {"object": "error", ...}.
+        if "choices" not in chunk and ("error" in chunk or chunk.get("object") == "error"):
+            error = chunk.get("error", chunk)
+            _unreadable(reply, f"error event in stream: {json.dumps(error, ensure_ascii=False, default=str)[:300]}")
             continue
         shape = _chunk_shape_problem(chunk)
         if shape is not None:

@@ -162,14 +162,15 @@ class SoakWindow:
 
 
 def summarize_windows(samples: Sequence[SoakSample], duration_s: float) -> list[SoakWindow]:
-    """Requests by the window they were sent in; E2E percentiles of the successful ones."""
+    """Requests by the window they were due in (the schedule, so a late send stays in its window);
+    E2E percentiles of the successful ones."""
     length = window_length(duration_s)
     count = max(1, math.ceil(duration_s / length - 1e-9))
     windows = []
     for number in range(count):
         start, end = number * length, min((number + 1) * length, duration_s)
         last = number == count - 1
-        inside = [s for s in samples if start <= s.sent_s and (s.sent_s < end or last)]
+        inside = [s for s in samples if start <= s.due_s and (s.due_s < end or last)]
         e2e = [s.e2e_s * 1000.0 for s in inside if s.ok and s.e2e_s is not None]
         windows.append(SoakWindow(start, end, len(inside), sum(1 for s in inside if not s.ok),
                                   percentile(e2e, 50), percentile(e2e, 95)))
@@ -251,8 +252,8 @@ class SoakReport:
             for sample in failed:
                 examples.setdefault(sample.error.split(":", 1)[0] if sample.error else "", sample)
             described = "; ".join(
-                f"{kind} x{count} (first: request {examples[kind].index}, {examples[kind].kind}, at "
-                f"{examples[kind].sent_s:.1f} s: {(examples[kind].error or '')[:200]})"
+                f"{kind} x{count} (first: request {examples[kind].index}, {examples[kind].kind}, due at "
+                f"{examples[kind].due_s:.1f} s: {(examples[kind].error or '')[:200]})"
                 for kind, count in kinds.most_common())
             problems.append(f"{len(failed)}/{len(self.samples)} soak requests failed: {described}")
         rising = self.rising_error_rate()

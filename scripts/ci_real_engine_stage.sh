@@ -7,6 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 read -r -a pytest <<< "${PYTEST:-.venv/bin/pytest}"
+python_bin=${PYTHON:-.venv/bin/python}
 out=${EA_REAL_ENGINE_OUT:-real-engine-results}
 mkdir -p "$out"
 stage() { printf '\n== real engine: %s (%s)\n' "$1" "$(date +%H:%M:%S)"; }
@@ -23,3 +24,11 @@ stage "throughput smoke"
 stage "recall at 4K tokens"
 "${pytest[@]}" "${common[@]}" -m "recall or recall_1m" --recall-tokens=4096 \
     --alluredir="$out/allure-recall" --gate-json="$out/gate-recall.json"
+
+stage "side by side with the reference engine (a smoke of the comparison, not a verdict)"
+"$python_bin" -m engine_acceptance.compare --out "$out/compare" --quiet \
+    --engine "vllm-cpu=$ENGINE_URL,model=$ENGINE_MODEL,api-key-env=ENGINE_API_KEY" \
+    --reference reference:ttft_ms=100,tpot_ms=70,stream_chunk_tokens=1 --select "text or throughput" \
+    -- --request-timeout 600 --idle-timeout 120 --throughput-shapes 128/16@1x2 --throughput-rounds 2 \
+    --media-shapes image-512@1x2
+head -60 "$out/compare/comparison.md" || true

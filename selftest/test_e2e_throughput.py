@@ -25,12 +25,14 @@ pytestmark = pytest.mark.e2e
 PROFILE = REPO / "fixtures" / "profiles" / "models" / "reference.yaml"
 CHECK = "test_throughput.py::test_fixed_length_load_is_served_in_full_and_passes_the_gate"
 # Output longer than the reference engine's natural reply (54 tokens), so early-eos shows.
-SMALL = ("-m", "throughput", "--throughput-shapes", "128/128@2x4", "--throughput-rounds", "2")
+# -k: the fixed-length check alone (-m throughput also selects the media throughput, selftest/test_media_throughput.py).
+SMALL = ("-m", "throughput", "-k", "not media", "--throughput-shapes", "128/128@2x4", "--throughput-rounds", "2")
 
 
 def test_clean_engine_passes_and_reports_every_round_table_chart_and_progress(pytester: pytest.Pytester) -> None:
     out = pytester.path / "throughput.json"
-    result, outcomes = run_suite(pytester, "-m", "throughput", "--throughput-shapes", "128/32@1x2,128/32@4x4",
+    result, outcomes = run_suite(pytester, "-m", "throughput", "-k", "not media",
+                                 "--throughput-shapes", "128/32@1x2,128/32@4x4",
                                  "--throughput-out", str(out))
     assert result.ret == 0, result.stdout.str()[-3000:]
     assert outcomes == {f"{CHECK}[in128-out32]": "passed"}
@@ -102,7 +104,7 @@ def test_baseline_passes_an_unchanged_engine_and_fails_a_slower_one_naming_metri
         pytester: pytest.Pytester, steady_engine: RunningReferenceEngine,
         slower_engine: RunningReferenceEngine) -> None:
     baseline = pytester.path / "baseline.json"
-    shapes = ("-m", "throughput", "--throughput-shapes", "128/32@4x8")
+    shapes = ("-m", "throughput", "-k", "not media", "--throughput-shapes", "128/32@4x8")
     saved, outcomes = run_suite(pytester, *shapes, "--engine-url", steady_engine.url, *WIDE,
                                 "--throughput-save", str(baseline))
     assert saved.ret == 0 and not failed(outcomes), saved.stdout.str()[-3000:]

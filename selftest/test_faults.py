@@ -274,3 +274,13 @@ def test_sdk_reading_of_a_huge_error_body_is_capped_too() -> None:
     exchange = asyncio.run(scenario())
     assert exchange.status == 500 and exchange.error_kind == "protocol"
     assert "HTTP 500 reply is larger than the 32 MiB cap" in exchange.error
+
+
+def test_error_body_200_in_the_flat_sglang_shape_fails_too(pytester: pytest.Pytester) -> None:
+    """SGLang (and older vLLM) write errors flat ({"object": "error", ...}): still not a reply."""
+    result, outcomes = run_suite(pytester, *SELECTION, "--inject", "error-body-200", "--convention", "sglang")
+    assert failed(outcomes) == STREAMED | NON_STREAMED, result.stdout.str()[-3000:]
+    reports = read_results(pytester.path / "allure-results")
+    assert "HTTP 200 with an error body instead of a reply" in reports[
+        "test_reply_has_content_and_a_valid_finish_reason[non-streamed]"].message
+    assert "error event in stream" in reports["test_reply_has_content_and_a_valid_finish_reason[streamed]"].message

@@ -94,3 +94,33 @@ def test_unreachable_engine_writes_a_failing_verdict(pytester: pytest.Pytester) 
     assert result.ret == 6
     verdict = _gate(pytester)
     assert verdict["gate"] == "fail" and "unreachable" in verdict["engine_unavailable"]
+
+
+@pytest.mark.e2e
+def test_shipped_sglang_media_records_gate_an_sglang_like_engine(pytester: pytest.Pytester) -> None:
+    """The seed's SGLang 500-on-corrupt-media records, pointed at the reference engine imitating SGLang."""
+    import yaml
+
+    from engine_acceptance.expectations import EXPECTATIONS_DIR
+
+    shipped = yaml.safe_load((EXPECTATIONS_DIR / "seed-001-media.yaml").read_text(encoding="utf-8"))
+    sglang = [dict(record, model="^reference-model$") for record in shipped["records"] if record["engine"] == "sglang"]
+    for record in sglang:
+        record.pop("versions", None)  # the reference engine's version is not the seed's build
+    records = pytester.path / "sglang-records.yaml"
+    records.write_text(yaml.safe_dump({"records": sglang}, allow_unicode=True), encoding="utf-8")
+    common = ("-m", "corrupt_media", "--convention", "sglang", f"--expectations={records}",
+              f"--gate-json={pytester.path / 'gate.json'}")
+
+    result, _ = run_suite(pytester, *common, "--inject", "media-500")
+    verdict = _gate(pytester)
+    assert result.ret == 0 and verdict["gate"] == "pass", result.stdout.str()[-3000:]
+    assert len(verdict["known_defects"]) == 7 and not verdict["failing_checks"]
+
+    result, _ = run_suite(pytester, *common)
+    verdict = _gate(pytester)
+    assert result.ret == 1 and verdict["gate"] == "fail"
+    assert len(verdict["stale_records"]) == 7
+
+    result, _ = run_suite(pytester, *common, "--stale-records=warn")
+    assert result.ret == 0 and _gate(pytester)["gate"] == "pass"

@@ -8,6 +8,7 @@ the right reason. Runs go through ``pytester`` in a subprocess, as a user runs t
 from __future__ import annotations
 
 import json
+import re
 import time
 
 import pytest
@@ -87,8 +88,13 @@ def test_api_key_is_used_and_never_written_to_the_report(pytester: pytest.Pytest
     secret = "sk-selftest-4f8a2c9e1b"
     result, outcomes = run_suite(pytester, "--api-key", secret)
     assert result.ret == 0 and not failed(outcomes), result.stdout.str()[-3000:]
+    long_base64 = re.compile(r"[A-Za-z0-9+/]{120,}={0,2}")
     for path in (pytester.path / "allure-results").iterdir():
-        assert secret not in path.read_text(errors="replace"), f"API key found in {path.name}"
+        text = path.read_text(errors="replace")
+        assert secret not in text, f"API key found in {path.name}"
+        # The run includes the image, video and corrupt-media checks: no payload may be copied whole.
+        found = long_base64.search(text)
+        assert found is None, f"a base64 run of {len(found.group(0))} chars in {path.name}"
     assert secret not in result.stdout.str()
 
 

@@ -19,8 +19,8 @@ import json
 import signal
 import threading
 from collections.abc import Iterator
-from contextlib import contextmanager, nullcontext
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any
 
 import allure
 import pytest
@@ -30,6 +30,7 @@ from engine_acceptance import interrupts, media
 from engine_acceptance.client import RawStreamingClient
 from engine_acceptance.media_checks import image_part, user_turn
 from engine_acceptance.profiles import DATA_ROOT
+from engine_acceptance.progress import Write, terminal_writer
 from engine_acceptance.reporting import attach_json
 from engine_acceptance.soak import SoakReport, SoakSettings, parse_prometheus, pick_series, run_soak, soak_settings_key
 
@@ -44,18 +45,9 @@ SOAK_DATA: dict[str, Any] = yaml.safe_load((DATA_ROOT / "soak.yaml").read_text(e
 
 
 @pytest.fixture
-def soak_write(pytestconfig: pytest.Config) -> Callable[[str], None]:
+def soak_write(pytestconfig: pytest.Config) -> Write:
     """A line on the terminal while the soak runs (output capture is bypassed)."""
-    reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
-    capture = pytestconfig.pluginmanager.get_plugin("capturemanager")
-
-    def write(line: str) -> None:
-        if reporter is None:
-            return
-        with capture.global_and_fixture_disabled() if capture is not None else nullcontext():
-            reporter.write_line(f"engine-acceptance: soak {line}")
-
-    return write
+    return terminal_writer(pytestconfig, "soak ")
 
 
 def _bodies(prompts: dict[str, Any], model: str, reply_tokens: int) -> tuple[list[dict[str, Any]], dict[str, Any]]:

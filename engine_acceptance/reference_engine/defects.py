@@ -79,6 +79,10 @@ DEFECTS: dict[str, str] = {
     ),
     "usage-off-by-one": "usage.prompt_tokens (and total_tokens with it) is one more than the prompt has",
     "corrupt-code": "the first code like jade-50-1-259920 in an answer has its last digit changed",
+    "media-cache-by-size": (
+        "the multimodal processor cache is keyed by an image's size, not its content: an image the size of one"
+        " seen before is read as that one (two 512x512 images in one request come back as the first twice)"
+    ),
     # Transport faults (stalls, resets, 503 storms, huge replies, ...): applied by faults.FaultInjector.
     **FAULTS,
 }
@@ -111,6 +115,8 @@ class DefectHooks:
     """The active defects, applied where the server hands over each part of a reply."""
 
     active: frozenset[str] = field(default_factory=frozenset)
+    # media-cache-by-size: (width, height) -> the first image of that size the engine saw.
+    image_cache: dict[tuple[int, int], ImageFacts] = field(default_factory=dict, compare=False, repr=False)
 
     def thinking(self, mode: ThinkingMode) -> ThinkingMode:
         """The thinking mode the model runs in, after the request asked for `mode`."""
@@ -218,6 +224,13 @@ class DefectHooks:
 
     def seen_media(self, media: Sequence[SeenMedia]) -> tuple[SeenMedia, ...]:
         """What the model perceives of each decoded image and video."""
+        if "media-cache-by-size" in self.active:
+            media = tuple(
+                dataclasses.replace(item, facts=self.image_cache.setdefault(
+                    (item.facts.width, item.facts.height), item.facts))
+                if isinstance(item.facts, ImageFacts) else item
+                for item in media
+            )
         if "black-pure-color" not in self.active:
             return tuple(media)
         black = (("black", 1.0),)
