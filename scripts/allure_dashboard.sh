@@ -3,6 +3,7 @@
 #
 #   scripts/allure_dashboard.sh [RESULTS_DIR] [REPORT_DIR]          generate the static report
 #   SCREENSHOT=out.png scripts/allure_dashboard.sh [RESULTS] [REPORT]   ... and take a screenshot
+#   PAGE='index.html#behaviors' | TEST=name-part  which page to photograph
 #
 # Allure 2 (npm package allure-commandline, needs Java 8+) is used because it shows
 # categories.json, environment.properties and executor.json on its overview page.
@@ -40,7 +41,25 @@ if [ -n "${SCREENSHOT:-}" ]; then
     profile=$(mktemp -d)
     trap 'kill "$server" 2>/dev/null || true; rm -rf "$profile"' EXIT
     sleep 1
-    page="http://127.0.0.1:$port/${PAGE:-index.html}"
+    route=${PAGE:-index.html}
+    if [ -n "${TEST:-}" ]; then
+        # Test pages are addressed by uids that change with every generation: look them up.
+        route=$(python3 - "$report" "$TEST" <<'PY'
+import json, pathlib, sys
+report, wanted = pathlib.Path(sys.argv[1]), sys.argv[2]
+def walk(node):
+    for child in node.get("children", []):
+        if "children" not in child and wanted in child.get("name", ""):
+            return node["uid"], child["uid"]
+        found = walk(child) if "children" in child else None
+        if found:
+            return found
+parent, uid = walk(json.loads((report / "data" / "behaviors.json").read_text())) or sys.exit(f"no test named like {wanted!r}")
+print(f"index.html#behaviors/{parent}/{uid}")
+PY
+)
+    fi
+    page="http://127.0.0.1:$port/$route"
     log "screenshot of $page -> $SCREENSHOT"
     # The background-networking flags keep Chromium from calling out of this closed network.
     "$chromium" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
