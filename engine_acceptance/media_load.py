@@ -18,7 +18,6 @@ processor cache may serve repeats: :data:`CACHE_NOTE` goes next to every table.
 
 from __future__ import annotations
 
-import html
 import json
 import re
 from collections.abc import Callable, Sequence
@@ -34,9 +33,10 @@ from engine_acceptance import media
 from engine_acceptance.client import EngineTarget
 from engine_acceptance.loadgen import LoadGenerator, RawRequest, analyse_round, replay_events
 from engine_acceptance.media_checks import colors_named, media_part, user_turn
-from engine_acceptance.metrics import CellSummary, RequestRecord, RoundSummary, Spread, summarize_cell
+from engine_acceptance.metrics import CellSummary, RequestRecord, RoundSummary, summarize_cell
 from engine_acceptance.profiles import DATA_ROOT
 from engine_acceptance.reassembly import reassemble_stream
+from engine_acceptance.throughput_report import fixed_width_lines, format_spread, html_table
 
 __all__ = [
     "CACHE_NOTE",
@@ -277,14 +277,6 @@ async def measure_media_cell(target: EngineTarget, cell: MediaCell, *, content_t
                            generator.stamping)
 
 
-def _spread(spread: Spread) -> str:
-    if spread.median is None:
-        return "-"
-    if spread.min == spread.max:
-        return f"{spread.median:.4g}"
-    return f"{spread.median:.4g} [{spread.min:.4g}-{spread.max:.4g}]"
-
-
 def _rows(results: Sequence[MediaCellResult]) -> list[list[str]]:
     rows = []
     for result in results:
@@ -292,7 +284,7 @@ def _rows(results: Sequence[MediaCellResult]) -> list[list[str]]:
         errors = ", ".join(f"{k}={v}" for k, v in sorted(summary.errors_by_kind.items())) or "0"
         rows.append([result.cell.input.name, str(result.cell.concurrency),
                      f"{result.cell.requests}x{len(summary.rounds)}",
-                     *(_spread(summary.metrics[name]) for name, _ in FIGURES), errors,
+                     *(format_spread(summary.metrics[name]) for name, _ in FIGURES), errors,
                      f"{len(result.wrong)}/{result.answered}"])
     return rows
 
@@ -303,17 +295,9 @@ def _header() -> list[str]:
 
 def media_table_lines(results: Sequence[MediaCellResult]) -> list[str]:
     """A fixed-width table: median of rounds [min-max]."""
-    rows = [_header(), *_rows(results)]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
-    lines.insert(1, "  ".join("-" * width for width in widths))
-    return lines
+    return fixed_width_lines(_header(), _rows(results))
 
 
 def media_table_html(title: str, results: Sequence[MediaCellResult]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in _header())
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in _rows(results))
-    return (f"<html><body><h3>{html.escape(title)}</h3>"
-            f"<p>Each cell: median of rounds [min-max across rounds]. {html.escape(CACHE_NOTE)}</p>"
-            f"<table border='1' cellpadding='4' style='border-collapse:collapse'><tr>{head}</tr>{body}</table>"
-            f"</body></html>")
+    return html_table(title, f"Each cell: median of rounds [min-max across rounds]. {CACHE_NOTE}",
+                      _header(), _rows(results))

@@ -26,7 +26,8 @@ COLUMNS = (
 )
 
 
-def _spread(spread: Spread) -> str:
+def format_spread(spread: Spread) -> str:
+    """median [min-max] of the rounds, or the one value when they agree."""
     if spread.median is None:
         return "-"
     if spread.min == spread.max:
@@ -41,7 +42,7 @@ def _rows(results: Sequence[CellResult]) -> list[list[str]]:
         errors = summary.errors_by_kind
         cpu = max((r.client.get("cpu_fraction", 0.0) for r in summary.rounds), default=0.0)
         rows.append([result.cell.key, f"{result.cell.requests}x{len(summary.rounds)}",
-                     *(_spread(summary.metrics[name]) for name, _ in COLUMNS),
+                     *(format_spread(summary.metrics[name]) for name, _ in COLUMNS),
                      ", ".join(f"{k}={v}" for k, v in sorted(errors.items())) or "0", f"{cpu:.0%}"])
     return rows
 
@@ -50,23 +51,33 @@ def _header() -> list[str]:
     return ["cell", "req x rounds", *(label for _, label in COLUMNS), "errors", "client CPU"]
 
 
-def table_lines(results: Sequence[CellResult]) -> list[str]:
-    """A fixed-width table for the terminal: median [min-max] of rounds."""
-    rows = [_header(), *_rows(results)]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in rows]
+def fixed_width_lines(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    """Rows as a fixed-width text table with a rule under the header."""
+    table = [list(header), *(list(row) for row in rows)]
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in table]
     lines.insert(1, "  ".join("-" * width for width in widths))
     return lines
 
 
-def table_html(title: str, results: Sequence[CellResult]) -> str:
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in _header())
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in _rows(results))
-    return (f"<html><body><h3>{html.escape(title)}</h3>"
-            f"<p>Each cell: median of rounds [min-max across rounds]; per round P50/P95 by {PERCENTILE_METHOD}. "
-            f"Client CPU: the load generator's busiest round, as a share of one core.</p>"
+def html_table(title: str, note: str, header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Rows as a small HTML page, which Allure shows inline."""
+    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
+    return (f"<html><body><h3>{html.escape(title)}</h3><p>{html.escape(note)}</p>"
             f"<table border='1' cellpadding='4' style='border-collapse:collapse'><tr>{head}</tr>{body}</table>"
             f"</body></html>")
+
+
+def table_lines(results: Sequence[CellResult]) -> list[str]:
+    """A fixed-width table for the terminal: median [min-max] of rounds."""
+    return fixed_width_lines(_header(), _rows(results))
+
+
+def table_html(title: str, results: Sequence[CellResult]) -> str:
+    return html_table(title, f"Each cell: median of rounds [min-max across rounds]; per round P50/P95 by "
+                             f"{PERCENTILE_METHOD}. Client CPU: the load generator's busiest round, as a share of "
+                             f"one core.", _header(), _rows(results))
 
 
 def results_document(results: Sequence[CellResult], *, engine: dict[str, Any], settings: dict[str, Any],
