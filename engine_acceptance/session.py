@@ -48,6 +48,11 @@ class AcceptanceSession:
         return Redactor([self.api_key])
 
     @property
+    def tokenize_endpoint(self) -> str | None:
+        """The engine's tokenize path, or None when it has none: read this, not the engine profile."""
+        return self.engine_profile.tokenize_endpoint
+
+    @property
     def reasoning_expected(self) -> bool:
         return self.model_profile.has("reasoning") and self.model_profile.reasoning_default_on
 
