@@ -14,6 +14,30 @@ stream that stalled, a slow drip stopped by the total timeout); a reply larger
 than ``MAX_REPLY_BYTES`` is abandoned, never held whole; and after a failure at
 the connection level :mod:`engine_acceptance.engine_health` decides whether the
 engine is gone, after which nothing more is sent to it.
+
+Which limit bounds which silence (both clients alike). Silence is only a fault
+where the engine has something to send; where it is still working (queueing,
+prefilling, generating a reply that is sent whole) only the total bounds it:
+
+==========================================  =======================================
+wait                                        bounded by
+==========================================  =======================================
+connecting                                  ``connect`` (``--connect-timeout``)
+streamed: the response status and headers   ``idle``: vLLM and SGLang send them as
+                                            soon as the request is accepted, before
+                                            the prefill; nothing means never answered
+streamed: the first event after them        ``total`` only: it waits for the queue
+                                            and the prefill of the whole prompt
+streamed: between reads after that          ``idle`` (``--idle-timeout``): a stall
+non-streamed: the response (status, body)   ``total`` only: sent whole when
+                                            generation ends, however long that takes
+non-streamed: between reads of the body     ``idle``: the reply had begun
+every request, from sending to the end      ``total`` (``--request-timeout``)
+==========================================  =======================================
+
+httpx's and aiohttp's own read timeouts count every read alike, so they are left
+at the total; the idle timer is the client's own (``asyncio.timeout`` moved on at
+each read, see :func:`_silence`), and a timeout's message says which limit fired.
 """
 
 from __future__ import annotations
@@ -193,13 +217,41 @@ def _json_or_text(raw: bytes) -> Any:
         return raw.decode("utf-8", "replace")
 
 
+def _silence(stream: bool, idle: float) -> asyncio.Timeout:
+    """The idle timer of one request, before its response has begun.
+
+    A streamed request's status and headers must come within ``idle``; a
+    non-streamed one has nothing to send until its reply is complete, so no
+    idle deadline is set (the total still applies). :func:`_began` and
+    :func:`_read` move it on as the response arrives.
+    """
+    return asyncio.timeout_at(asyncio.get_running_loop().time() + idle if stream else None)
+
+
+def _began(silence: asyncio.Timeout, stream: bool, idle: float) -> None:
+    """The response status and headers came: what silence is allowed until the first body byte.
+
+    Streamed: the first event waits for the queue and the prefill, bounded by the
+    total only. Non-streamed: the reply is complete, its body must follow.
+    """
+    silence.reschedule(None if stream else asyncio.get_running_loop().time() + idle)
+
+
+def _read(silence: asyncio.Timeout, idle: float) -> None:
+    """A body byte came: from here on, ``idle`` seconds without one is a stall."""
+    silence.reschedule(asyncio.get_running_loop().time() + idle)
+
+
 class SdkChatClient:
     """Chat completions through the official SDK, streamed or not, never retried."""
 
     def __init__(self, target: EngineTarget) -> None:
         self.target = target
         timeouts = target.timeouts
-        timeout = httpx.Timeout(timeouts.total, connect=timeouts.connect, read=timeouts.idle)
+        # httpx's read timeout counts every read alike, the wait for a non-streamed reply
+        # (generated whole, minutes for a long one) included: it is left at the total, and
+        # the client's own idle timer (_silence) bounds only the silences that mean a fault.
+        timeout = httpx.Timeout(timeouts.total, connect=timeouts.connect)
         self._client = openai.AsyncOpenAI(
             base_url=target.v1_url,
             # The SDK insists on a key; an engine without auth ignores it.
@@ -238,9 +290,10 @@ class SdkChatClient:
         if loss is not None:
             return _not_sent(exchange, loss)
         started = time.monotonic()
+        silence = _silence(stream, self.target.timeouts.idle)
         try:
-            async with asyncio.timeout(self.target.timeouts.total):
-                await self._send(exchange, named, extra, started)
+            async with asyncio.timeout(self.target.timeouts.total), silence:
+                await self._send(exchange, named, extra, started, silence)
         except openai.APIStatusError as exc:
             exchange.status = exc.status_code
             content = _read_error_content(exc.response)
@@ -251,7 +304,8 @@ class SdkChatClient:
             exchange.error_kind, exchange.error = "protocol", str(exc)
         except (openai.APITimeoutError, TimeoutError, httpx.TimeoutException) as exc:
             exchange.error_kind = "timeout"
-            exchange.error = _timeout_message(_sdk_timeout_limit(exc), self.target.timeouts, exchange)
+            limit = "idle" if silence.expired() else _sdk_timeout_limit(exc)
+            exchange.error = _timeout_message(limit, self.target.timeouts, exchange)
         except (openai.APIConnectionError, httpx.TransportError) as exc:
             exchange.error_kind = "connection"
             exchange.error = _connection_message(exc, exchange)
@@ -263,9 +317,11 @@ class SdkChatClient:
         await engine_health.check_after_failure(self.target, exchange)
         return exchange
 
-    async def _send(self, exchange: Exchange, named: dict[str, Any], extra: dict[str, Any], started: float) -> None:
+    async def _send(self, exchange: Exchange, named: dict[str, Any], extra: dict[str, Any], started: float,
+                    silence: asyncio.Timeout) -> None:
         # Streamed or not, the body is read in pieces as it arrives (never whole by the
         # SDK), so a reply past MAX_REPLY_BYTES is abandoned without being held.
+        idle = self.target.timeouts.idle
         parser = SSEParser() if exchange.stream else None
         flag = {"stream": True} if exchange.stream else {}
         body = bytearray()
@@ -274,8 +330,10 @@ class SdkChatClient:
         ) as response:
             exchange.status = response.status_code
             exchange.headers_after_s = time.monotonic() - started
+            _began(silence, exchange.stream, idle)
             try:
                 async for chunk in response.iter_bytes():
+                    _read(silence, idle)
                     now = time.monotonic()
                     exchange._received(chunk, now - started)
                     if parser is not None:
@@ -307,9 +365,9 @@ class RawStreamingClient:
     def __init__(self, target: EngineTarget, *, pool_size: int = 16) -> None:
         self.target = target
         timeouts = target.timeouts
-        self._timeout = aiohttp.ClientTimeout(
-            total=timeouts.total, sock_connect=timeouts.connect, sock_read=timeouts.idle
-        )
+        # No sock_read: it counts every read alike, the wait for a non-streamed reply
+        # included. The client's own idle timer (_silence) bounds the silences that mean a fault.
+        self._timeout = aiohttp.ClientTimeout(total=timeouts.total, sock_connect=timeouts.connect)
         self._pool_size = pool_size
         self._session: aiohttp.ClientSession | None = None
 
@@ -339,13 +397,17 @@ class RawStreamingClient:
             return _not_sent(exchange, loss)
         all_headers = {**self.target.auth_headers(), **(headers or {})}
         parser = SSEParser()
+        idle = self.target.timeouts.idle
         started = time.monotonic()
+        silence = _silence(stream, idle)
         try:
-            async with self._session.request(method, url, json=body, headers=all_headers) as response:
+            async with silence, self._session.request(method, url, json=body, headers=all_headers) as response:
                 exchange.status = response.status
                 exchange.headers_after_s = time.monotonic() - started
+                _began(silence, stream, idle)
                 is_sse = response.content_type == "text/event-stream"
                 async for chunk in response.content.iter_any():
+                    _read(silence, idle)
                     now = time.monotonic()
                     exchange._received(chunk, now - started)
                     if is_sse and stream:
@@ -354,7 +416,8 @@ class RawStreamingClient:
             exchange.error_kind, exchange.error = "protocol", str(exc)
         except (asyncio.TimeoutError, TimeoutError) as exc:
             exchange.error_kind = "timeout"
-            exchange.error = _timeout_message(_aiohttp_timeout_limit(exc), self.target.timeouts, exchange)
+            limit = "idle" if silence.expired() else _aiohttp_timeout_limit(exc)
+            exchange.error = _timeout_message(limit, self.target.timeouts, exchange)
         except aiohttp.ClientError as exc:
             exchange.error_kind = "connection"
             exchange.error = _connection_message(exc, exchange)
@@ -408,41 +471,52 @@ def _judge_success(exchange: Exchange) -> None:
 
 
 def _sdk_timeout_limit(exc: BaseException) -> str:
-    """Which limit fired: the SDK wraps httpx's timeouts, our asyncio.timeout is the total."""
+    """Which limit fired, when it was not the client's own idle timer.
+
+    The SDK wraps httpx's timeouts; httpx's read, write and pool timeouts are set to
+    the total (see SdkChatClient), as is our asyncio.timeout around the request.
+    """
     cause = exc.__cause__ if isinstance(exc, openai.APITimeoutError) else exc
     if isinstance(cause, httpx.ConnectTimeout):
         return "connect"
-    if isinstance(cause, (httpx.ReadTimeout, httpx.WriteTimeout, httpx.PoolTimeout)):
-        return "idle"
     return "total"
 
 
 def _aiohttp_timeout_limit(exc: BaseException) -> str:
+    """Which limit fired, when it was not the client's own idle timer (aiohttp has no sock_read here)."""
     if isinstance(exc, aiohttp.ConnectionTimeoutError):
         return "connect"
-    if isinstance(exc, aiohttp.SocketTimeoutError):
-        return "idle"
     return "total"
 
 
 def _timeout_message(limit: str, timeouts: ClientTimeouts, exchange: Exchange) -> str:
-    """What the engine did up to the timeout, in words that name the fault."""
+    """What the engine did up to the timeout, in words that name the fault and the limit that fired."""
     received = f"{exchange.bytes_received} bytes" + (f" in {len(exchange.events)} event(s)" if exchange.events else "")
+    idle, total = f"--idle-timeout {timeouts.idle:g}s", f"--request-timeout {timeouts.total:g}s"
     if limit == "connect":
-        return f"connect timeout: no connection within {timeouts.connect:g}s"
+        return f"connect timeout: no connection within {timeouts.connect:g}s (--connect-timeout)"
     if limit == "idle" and exchange.headers_after_s is None:
+        # Only a streamed request gets here: its status and headers come before the prefill.
         return (f"idle timeout: the engine accepted the request and sent no response within {timeouts.idle:g}s "
-                "(never answered)")
+                f"({idle}; a streamed reply's status and headers come before the prefill: never answered)")
     if limit == "idle":
+        what = "stream" if exchange.stream else "reply body"
         return (f"idle timeout: the reply stalled mid-way, no byte for {timeouts.idle:g}s after {received} "
-                "(the stream stopped and hung)")
+                f"({idle}; the {what} stopped and hung)")
     if exchange.bytes_received:
         return (f"total timeout: the request took longer than {timeouts.total:g}s although bytes kept arriving "
-                f"({received}, the last {exchange.last_byte_after_s or 0:.1f}s after sending): the reply "
+                f"({received}, the last {exchange.last_byte_after_s or 0:.1f}s after sending; {total}): the reply "
                 "trickles in (a slow drip) or is too long for the request timeout")
     if exchange.headers_after_s is not None:
-        return f"total timeout: response headers came, then no body byte within {timeouts.total:g}s"
-    return f"total timeout: no response within {timeouts.total:g}s"
+        if exchange.stream:
+            return (f"total timeout: response headers came, then no event within {timeouts.total:g}s ({total} "
+                    "bounds the wait for a stream's first event: the queue and the prefill)")
+        return f"total timeout: response headers came, then no body byte within {timeouts.total:g}s ({total})"
+    if not exchange.stream:
+        return (f"total timeout: the engine accepted the request and sent no response within {timeouts.total:g}s "
+                f"({total}; a non-streamed reply comes whole when generation ends: never answered, or generating "
+                "for longer than that)")
+    return f"total timeout: no response within {timeouts.total:g}s ({total})"
 
 
 def _connection_message(exc: BaseException, exchange: Exchange) -> str:

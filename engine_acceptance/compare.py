@@ -65,7 +65,7 @@ from engine_acceptance.compare_report import (
 __all__ = ["PHASES", "EngineSpec", "main", "parse_args", "phase_command"]
 
 REPO = Path(__file__).resolve().parent.parent
-# Marker expression of each phase. Measurements run alone (plugin EXCLUSIVE_MARKERS),
+# Marker expression of each phase. Measurements run alone (phases.MEASUREMENT_MARKERS),
 # so each is its own pytest run.
 PHASES: dict[str, str] = {
     "functional": "not (throughput or recall or recall_1m or soak)",

@@ -1,10 +1,13 @@
 """Expected-failure records: known defects of an engine or model as strict xfails.
 
 A record names a check (a test id, ``*`` as wildcard), the engine kind and
-version range, a model pattern, the reason and where the defect was seen. A
-matching test is marked ``xfail(strict=True)``: while the defect lasts the gate
-stays green, and the day it is fixed the test passes, the strict xfail fails,
-and the stale record is noticed instead of hiding a regression forever.
+version range, a model pattern, the reason and where the defect was seen, and
+what the failure looks like (``failure``: a regular expression searched in the
+failure message and/or the report's failure category). A matching test is
+marked ``xfail(strict=True)``: while the defect lasts the gate stays green, and
+the day it is fixed the test passes, the strict xfail fails, and the stale
+record is noticed instead of hiding a regression forever. A failure the record
+does not describe is not covered by it (record_hooks.py makes it a failure again).
 """
 
 from __future__ import annotations
@@ -21,11 +24,39 @@ from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
 from engine_acceptance.profiles import DATA_ROOT, ProfileError
+from engine_acceptance.reporting import FAILURE_CATEGORIES, failure_category
 
-__all__ = ["ExpectedFailure", "load_expectations", "matching_records"]
+__all__ = ["ExpectedFailure", "FailureDescription", "load_expectations", "matching_records"]
 
 EXPECTATIONS_DIR = DATA_ROOT / "expectations"
 SCHEMA_PATH = DATA_ROOT / "schemas" / "expectations.schema.json"
+
+
+@dataclass(frozen=True)
+class FailureDescription:
+    """What a recorded failure looks like; every field given must hold."""
+
+    # Searched (re.search) in the failure message: the exception as pytest prints it,
+    # ``AssertionError: ...`` or ``Failed: ...`` (ExceptionInfo.exconly()).
+    message: str | None = None
+    # One of reporting.FAILURE_CATEGORIES, decided by reporting.failure_category().
+    category: str | None = None
+
+    def matches(self, message: str, status: str = "failed") -> bool:
+        """Whether a failure with this message (and Allure status, failed or broken) is this one."""
+        if self.message is not None and not re.search(self.message, message):
+            return False
+        return self.category is None or self.category == failure_category(message, status)
+
+    def describe(self, limit: int = 80) -> str:
+        """``category 'X' and a message matching /re/``, the regex cut at `limit` characters."""
+        parts = []
+        if self.category is not None:
+            parts.append(f"category {self.category!r}")
+        if self.message is not None:
+            shown = self.message if len(self.message) <= limit else self.message[:limit] + "…"
+            parts.append(f"a message matching /{shown}/")
+        return " and ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -36,6 +67,7 @@ class ExpectedFailure:
     reason: str
     source: str
     date: str
+    failure: FailureDescription
     versions: str | None = None
     evidence: str | None = None
     origin: str = ""
@@ -87,7 +119,17 @@ def load_expectations(paths: list[Path] | None = None) -> list[ExpectedFailure]:
                     SpecifierSet(raw["versions"])
             except (re.error, InvalidSpecifier) as exc:
                 raise ProfileError(f"{path}: field records/{index}: {exc}") from exc
-            records.append(ExpectedFailure(**raw, origin=f"{path.name}#{index}"))
+            failure = FailureDescription(**raw["failure"])
+            if failure.message is not None:
+                try:
+                    re.compile(failure.message)
+                except re.error as exc:
+                    raise ProfileError(f"{path}: field records/{index}/failure/message: {failure.message!r} is not "
+                                       f"a valid regular expression: {exc}") from exc
+            if failure.category is not None and failure.category not in FAILURE_CATEGORIES:
+                raise ProfileError(f"{path}: field records/{index}/failure/category: {failure.category!r} is not "
+                                   f"one of the report's failure categories: {', '.join(FAILURE_CATEGORIES)}")
+            records.append(ExpectedFailure(**{**raw, "failure": failure}, origin=f"{path.name}#{index}"))
     return records
 
 

@@ -12,8 +12,13 @@ that prompt:
   **exactly** ``target_tokens`` in the counter's tokens (a local ``tokenizer.json`` or
   the engine's ``/tokenize``, see :mod:`engine_acceptance.token_count`), with each
   needle at the paragraph boundary nearest its depth.
-* :func:`recall_budget` decides how long the prompt may be: the model profile's context
-  length, or ``--recall-tokens``, never more than the engine reports it can take.
+* :func:`build_haystack_estimated` does the same to a character budget when nothing
+  can count tokens: the length is then an estimate (calibrated with the engine's usage)
+  and the needles sit at their depths in characters.
+* :func:`recall_budget` decides how long the prompt may be: ``--recall-tokens``, else the
+  model profile's context length, else the engine's advertised ``max_model_len``, else a
+  conservative default; an engine advertising less than the profile declares is a
+  shortfall the long-context checks report as a failure.
 
 The text is counted in newline-ended pieces, in batches, so a million-token prompt
 builds in a few seconds without holding one giant tokenizer ``Encoding``; run
@@ -23,6 +28,7 @@ builds in a few seconds without holding one giant tokenizer ``Encoding``; run
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import random
 import re
 import resource
@@ -33,11 +39,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine_acceptance.redaction import describe_blob
-from engine_acceptance.token_count import TokenCounter
+from engine_acceptance.token_count import CharacterCounter, TokenCounter, TokenEstimate
 
 __all__ = [
     "ANSWER_ROOM_TOKENS",
     "CODE_PATTERN",
+    "DEFAULT_CONTEXT_TOKENS",
     "FillerWriter",
     "Haystack",
     "HaystackError",
@@ -48,6 +55,7 @@ __all__ = [
     "RecallBudget",
     "TEMPLATE_ROOM_TOKENS",
     "build_haystack",
+    "build_haystack_estimated",
     "make_code",
     "recall_budget",
 ]
@@ -58,6 +66,9 @@ ANSWER_ROOM_TOKENS = 1024
 TEMPLATE_ROOM_TOKENS = 64
 # Below this a "long-context" check would not be one: the instructions alone take ~150.
 MIN_RECALL_TOKENS = 512
+# The context assumed when neither the model profile nor the engine states one: small
+# enough for any chat model served today.
+DEFAULT_CONTEXT_TOKENS = 4096
 # The filler between the instructions must be at least this long.
 MIN_FILLER_TOKENS = 128
 # A code: lowercase word, depth, key, six random digits (seed 001: jade-50-1-259920).
@@ -191,17 +202,27 @@ class Haystack:
     seed: int | str
     build_s: float
     verified_whole: bool
+    # False when nothing could count tokens: ``tokens`` is then an estimate from characters.
+    exact: bool = True
+
+    @property
+    def tokens_label(self) -> str:
+        """``4,096`` when counted, ``about 4,096`` when estimated."""
+        return f"{self.tokens:,}" if self.exact else f"about {self.tokens:,}"
 
     def summary(self) -> dict[str, Any]:
         """For the report: everything but the text itself (a length and hash stand in)."""
+        counted_as = "the whole text at once" if self.verified_whole else "newline-ended pieces"
         return {
             "tokens": self.tokens,
+            "tokens_exact": self.exact,
+            "characters": len(self.text),
             "document_tokens": self.document_tokens,
             "text": describe_blob(self.text),
             "needles": [{"code": n.code, "depth": n.depth, "actual_depth": round(n.actual_depth, 4)}
                         for n in self.needles],
             "counted_with": self.counted_with,
-            "counted_as": "the whole text at once" if self.verified_whole else "newline-ended pieces",
+            "counted_as": counted_as if self.exact else "characters; depths are depths in characters",
             "seed": self.seed,
             "build_s": round(self.build_s, 3),
         }
@@ -211,19 +232,28 @@ class Haystack:
 
 @dataclass(frozen=True)
 class RecallBudget:
-    """How many tokens the recall prompt text gets, and why."""
+    """How many tokens the recall prompt text gets, and why.
+
+    ``shortfall`` is set when the model profile declares a longer context than the
+    engine advertises (and no ``--recall-tokens`` asked for less): ``tokens`` is then
+    what the engine takes, and the checks that need more fail with the message.
+    """
 
     tokens: int
     explanation: str
+    shortfall: str | None = None
 
 
-def recall_budget(*, requested: int | None, profile_context: int, max_model_len: int | None,
+def recall_budget(*, requested: int | None, profile_context: int | None, max_model_len: int | None,
                   profile_name: str = "model") -> RecallBudget:
     """The prompt length for recall checks.
 
-    Default: the profile's context length minus room for the answer and the chat
-    template; never more than the engine's reported ``max_model_len`` minus the same
-    room. An explicit ``requested`` above what the engine takes is a ValueError.
+    An explicit ``requested`` length, if the engine's reported ``max_model_len`` takes
+    it (else a ValueError). Otherwise the context minus room for the answer and the chat
+    template, the context being the profile's ``context_length``, else the engine's
+    ``max_model_len``, else :data:`DEFAULT_CONTEXT_TOKENS` (each said in the explanation).
+    A profile context longer than the engine's is a shortfall: reported, never silently
+    shrunk into a pass.
     """
     room = ANSWER_ROOM_TOKENS + TEMPLATE_ROOM_TOKENS
     cap = None if max_model_len is None else max_model_len - room
@@ -236,14 +266,26 @@ def recall_budget(*, requested: int | None, profile_context: int, max_model_len:
         if requested < MIN_RECALL_TOKENS:
             raise ValueError(f"{requested} tokens is below the minimum of {MIN_RECALL_TOKENS}")
         return RecallBudget(requested, f"{requested} tokens from --recall-tokens")
-    tokens = profile_context - room
-    why = f"profile {profile_name!r} context length {profile_context} minus {room} for answer and template"
-    if cap is not None and cap < tokens:
+    if profile_context is None and cap is not None:
         tokens = cap
-        why = f"capped by the engine's max_model_len {max_model_len} minus {room} for answer and template " \
-              f"(profile {profile_name!r} says {profile_context})"
-    elif max_model_len is None:
-        why += "; the engine reports no max_model_len"
+        why = (f"the engine's advertised max_model_len {max_model_len} minus {room} for answer and template; "
+               f"model profile {profile_name!r} declares no context length")
+    elif profile_context is None:
+        tokens = DEFAULT_CONTEXT_TOKENS - room
+        why = (f"a conservative {DEFAULT_CONTEXT_TOKENS}-token context minus {room} for answer and template: "
+               f"model profile {profile_name!r} declares no context length and the engine reports no "
+               f"max_model_len")
+    else:
+        tokens = profile_context - room
+        why = f"profile {profile_name!r} context length {profile_context} minus {room} for answer and template"
+        if cap is not None and max_model_len is not None and max_model_len < profile_context:
+            why = f"capped by the engine's max_model_len {max_model_len} minus {room} for answer and template " \
+                  f"(profile {profile_name!r} says {profile_context})"
+            shortfall = (f"model profile {profile_name} declares {profile_context:,} tokens of context; "
+                         f"the engine advertises {max_model_len:,} (max_model_len)")
+            return RecallBudget(max(cap, 0), why, shortfall)
+        if max_model_len is None:
+            why += "; the engine reports no max_model_len"
     if tokens < MIN_RECALL_TOKENS:
         raise ValueError(f"only {tokens} tokens are available ({why}), below the minimum of {MIN_RECALL_TOKENS}")
     return RecallBudget(tokens, why)
@@ -337,6 +379,27 @@ def build_haystack(*, counter: TokenCounter, target_tokens: int, before: str, af
     return Haystack(text=text, tokens=tokens, document_tokens=document_tokens, needles=tuple(placed),
                     counted_with=counter.describe(), seed=seed, build_s=time.perf_counter() - started,
                     verified_whole=verified)
+
+
+def build_haystack_estimated(*, estimate: TokenEstimate, target_tokens: int, before: str, after: str,
+                             needles: Sequence[Needle], seed: int | str,
+                             progress: Progress | None = None) -> Haystack:
+    """Like :func:`build_haystack`, when nothing can count tokens: exactly the characters
+    ``estimate`` expects to make ``target_tokens`` tokens, the needles at their depths in
+    characters. The result's ``tokens`` is the length asked for, an estimate (``exact`` is False).
+
+    ``estimate`` should come from samples holding these same ``before``, ``after`` and
+    needles around more or less filler: its intercept then carries their tokens.
+    """
+    chars = estimate.chars_for(target_tokens - estimate.added_tokens)
+    if progress is not None:
+        progress(f"no tokenizer: {chars:,} characters at {estimate.rate()}")
+    # The builder's own notes speak of its counter's units, here characters: not passed on.
+    built = build_haystack(counter=CharacterCounter(), target_tokens=chars, before=before, after=after,
+                           needles=needles, seed=seed, verify_whole=True)
+    return dataclasses.replace(
+        built, tokens=target_tokens, document_tokens=estimate.tokens_in(built.document_tokens),
+        counted_with=f"estimate: {len(built.text):,} characters at {estimate.describe()}", exact=False)
 
 
 def _cut(filler: _Filler, budget: int, counter: TokenCounter) -> None:

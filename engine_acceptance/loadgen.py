@@ -18,7 +18,10 @@ Each round records the client's CPU share, so a saturated client is visible.
 Prompts are token ids of exact length, cut from a text the engine itself
 tokenized (``/tokenize``) or a local tokenizer named by the model profile; each
 request starts at a different offset so no two share a prefix (no prefix-cache
-hits). Figures: :mod:`engine_acceptance.metrics`.
+hits). An engine with neither gets text prompts of an estimated length instead
+(:class:`engine_acceptance.throughput_prompts.TextPrompts`, same corpus, same
+offsets); either is a :class:`PromptSource`, and the round does not tell them apart.
+Figures: :mod:`engine_acceptance.metrics`.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import aiohttp
 from aiohttp.client_proto import ResponseHandler
@@ -53,6 +56,7 @@ __all__ = [
     "CellResult",
     "LoadGenerator",
     "PromptIds",
+    "PromptSource",
     "PromptSourceError",
     "RawRequest",
     "RawRound",
@@ -108,6 +112,17 @@ class PromptSourceError(RuntimeError):
     """Exact-length prompts cannot be built for this engine (no tokenizer reachable)."""
 
 
+class PromptSource(Protocol):
+    """Where a cell's prompts come from: token ids (exact length) or text (estimated length)."""
+
+    #: True when ``prompt(n, i)`` is exactly n tokens; False when n is an estimate.
+    exact: bool
+    source: str
+    seed: int
+
+    def prompt(self, length: int, index: int) -> list[int] | str: ...
+
+
 @dataclass(frozen=True)
 class PromptIds:
     """A tokenized corpus from which exact-length, mutually distinct prompts are cut."""
@@ -115,6 +130,7 @@ class PromptIds:
     corpus: tuple[int, ...]
     source: str
     seed: int
+    exact: ClassVar[bool] = True
 
     def prompt(self, length: int, index: int) -> list[int]:
         """``length`` ids starting at an offset of its own (wrapping around the corpus)."""
@@ -169,7 +185,7 @@ class PromptIds:
         return cls(tuple(ids), f"local tokenizer {path}", seed % len(ids))
 
 
-def build_bodies(cell: Cell, prompts: PromptIds, *, model: str, ignore_eos: bool, count: int,
+def build_bodies(cell: Cell, prompts: PromptSource, *, model: str, ignore_eos: bool, count: int,
                  first_index: int) -> list[bytes]:
     """The encoded request bodies of one round, ready to send."""
     bodies = []
@@ -384,10 +400,13 @@ class CellResult:
     records: list[list[RequestRecord]]
     warmup: RoundSummary | None
     stamping: str = "task read"
+    # False when the prompts were text of an estimated length (no token ids could be made).
+    input_exact: bool = True
 
     def as_dict(self) -> dict[str, Any]:
         return {
             **self.cell.as_dict(),
+            "input_tokens_exact": self.input_exact,
             "client_stamping": self.stamping,
             "summary": self.summary.as_dict(),
             "warmup": self.warmup.as_dict() if self.warmup else None,
@@ -409,7 +428,7 @@ def _every(seconds: float, report: Callable[[int], None]) -> Callable[[int], Non
     return on_done
 
 
-async def measure_cell(target: EngineTarget, cell: Cell, prompts: PromptIds, *, rounds: int, ignore_eos: bool,
+async def measure_cell(target: EngineTarget, cell: Cell, prompts: PromptSource, *, rounds: int, ignore_eos: bool,
                        first_index: int = 0, progress: Progress | None = None,
                        clock: Clock = time.monotonic) -> CellResult:
     """Warm up, then run ``rounds`` measured rounds of ``cell.requests`` requests each."""
@@ -444,4 +463,5 @@ async def measure_cell(target: EngineTarget, cell: Cell, prompts: PromptIds, *, 
             say(f"{cell.workload} concurrency {cell.concurrency} round {number}/{rounds}: "
                 f"{summary.completed}/{summary.requests} requests done, {errors}, {summary.wall_s:.1f} s, "
                 f"{tok_s:.1f} output tok/s")
-    return CellResult(cell, summarize_cell(cell.key, summaries), all_records, warmup, generator.stamping)
+    return CellResult(cell, summarize_cell(cell.key, summaries), all_records, warmup, generator.stamping,
+                      input_exact=prompts.exact)

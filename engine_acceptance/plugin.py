@@ -15,9 +15,12 @@ from typing import Any
 import pytest
 
 from engine_acceptance import engine_health, interrupts, reporting
+from engine_acceptance.phases import FUNCTIONAL, MeasurementPhase, phase_key, split_for_phase
 from engine_acceptance.client import ClientTimeouts
 from engine_acceptance.expectations import ExpectedFailure, load_expectations, matching_records
-from engine_acceptance.gate import CAPABILITIES, GateCollector
+from engine_acceptance.record_hooks import RecordHooks, records_key
+from engine_acceptance.capabilities import MARKER_CAPABILITIES, validate_capability_names
+from engine_acceptance.gate import CAPABILITIES, COVERS_PROPERTY, GateCollector
 from engine_acceptance.profiles import (
     ProfileError,
     available_profiles,
@@ -37,14 +40,19 @@ CONVENTIONS = ("vllm", "sglang")
 WORKER_INPUT_KEY = "engine_acceptance_session"
 # The built-in reference engine serves the model of this profile.
 REFERENCE_MODEL_PROFILE = "reference"
-# Measurements that must have the engine to themselves (DESIGN "Scale").
-EXCLUSIVE_MARKERS = ("throughput", "recall", "recall_1m", "soak")
+# --reference-serves values: what the built-in engine then does not serve (launcher keyword).
+REFERENCE_LIMITS = {"text-only": ("text_only", True), "no-tool-parser": ("tool_parser", False),
+                    "no-tokenize": ("tokenize", False), "no-reasoning": ("reasoning", False)}
+# Upper bound of one capability probe (a few dozen output tokens).
+PROBE_TIMEOUT_S = 120.0
 
 session_key = pytest.StashKey[AcceptanceSession]()
 _expectations_key = pytest.StashKey[list[ExpectedFailure]]()
 _gate_key = pytest.StashKey[GateCollector]()
 _reference_key = pytest.StashKey[Any]()
 _sigterm_key = pytest.StashKey[Any]()
+# Set on a check of a required capability that is not served: it fails instead of skipping.
+_required_untested_key = pytest.StashKey[str]()
 # --recall-tokens as a number, and the --tokenizer file loaded (None when not given).
 recall_tokens_key = pytest.StashKey["int | None"]()
 tokenizer_key = pytest.StashKey[Any]()
@@ -62,6 +70,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--profile", default=None,
                     help="Model profile name or YAML path (default: the profile whose match fits the model, "
                          "else generic)")
+    group.addoption("--expect", action="append", default=[], metavar="CAP[,CAP...]",
+                    help="Capabilities the deployment must serve, e.g. tools,image (repeatable; adds to the model "
+                         "profile's expect). One that is not served, or whose checks all skip, fails the gate")
     group.addoption("--connect-timeout", type=float, default=10.0, help="Seconds to open a connection (default: 10)")
     group.addoption("--idle-timeout", type=float, default=60.0,
                     help="Seconds of silence allowed between two chunks of a reply (default: 60)")
@@ -82,9 +93,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="Built-in reference engine only: imitate vllm or sglang (default: vllm)")
     group.addoption("--inject", action="append", default=[], metavar="DEFECT",
                     help="Built-in reference engine only: inject a defect (repeatable)")
+    group.addoption("--reference-model", default=None, metavar="NAME",
+                    help="Built-in reference engine only: serve the model under this name (default: reference-model)")
+    group.addoption("--reference-serves", action="append", default=[], metavar="LIMIT",
+                    help="Built-in reference engine only: serve less, like a deployment configured so: "
+                         f"{', '.join(REFERENCE_LIMITS)} (repeatable)")
     group.addoption("--recall-tokens", default=None, metavar="N",
-                    help="Recall prompt length in tokens (default: the model profile's context length, capped by "
-                         "the engine's max_model_len, minus room for the answer)")
+                    help="Recall prompt length in tokens (default: the model profile's context length, else the "
+                         "engine's max_model_len, minus room for the answer; an engine advertising less than the "
+                         "profile declares fails the long-context checks unless this asks for less)")
     group.addoption("--tokenizer", default=None, metavar="PATH",
                     help="The served model's tokenizer.json, to count prompt tokens locally (default: the "
                          "engine's /tokenize)")
@@ -132,6 +149,8 @@ def pytest_configure(config: pytest.Config) -> None:
     _validate_media_and_soak_options(config)
     # In every process that runs tests (xdist workers too): Allure must not call a check cut off by Ctrl-C passed.
     config.pluginmanager.register(interrupts.InterruptedTestReport(), "engine-acceptance-interrupted-test")
+    # In every process that runs tests too: a recorded check failing otherwise than its record says fails.
+    config.pluginmanager.register(RecordHooks(), "engine-acceptance-records")
     # A CI kill (SIGTERM) must leave a verdict and stop the engine, as Ctrl-C does; in
     # xdist workers too, when the whole process group gets it.
     config.stash[_sigterm_key] = interrupts.install_sigterm_handler()
@@ -141,11 +160,16 @@ def pytest_configure(config: pytest.Config) -> None:
         config.stash[_gate_key] = gate
         config.pluginmanager.register(_GateHooks(gate), "engine-acceptance-gate")
     if workerinput is not None:
+        # Workers run the functional phase; the controller runs the measurements after them.
+        config.stash[phase_key] = FUNCTIONAL
         if WORKER_INPUT_KEY in workerinput:
             config.stash[session_key] = AcceptanceSession.from_dict(workerinput[WORKER_INPUT_KEY])
         return
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(_XdistHooks(), "engine-acceptance-xdist")
+        # The condition under which pytest-xdist itself starts workers (its DSession).
+        if getattr(config.option, "dist", "no") != "no" and not config.option.collectonly:
+            config.pluginmanager.register(MeasurementPhase(config), "engine-acceptance-measurement-phase")
     options = _validated_options(config)
     if config.option.collectonly:
         return
@@ -156,6 +180,8 @@ def pytest_configure(config: pytest.Config) -> None:
         gate.engine_unavailable = str(exc)
         gate.write(config.option.gate_json)
         pytest.exit(f"engine-acceptance: {exc}", returncode=ENGINE_UNAVAILABLE_EXIT_CODE)
+    config.stash[_gate_key].plans = config.stash[session_key].plans
+    config.stash[_gate_key].engine_facts = config.stash[session_key].engine_facts()
     _check_recall_tokens_fit(config, config.stash[session_key])
 
 
@@ -229,11 +255,14 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_runtest_call(item: pytest.Item) -> None:
-    """Once this process has found the engine gone, fail at once instead of waiting for a timeout."""
+    """Fail at once: once this process has found the engine gone, or when a required capability is not served."""
     session = item.config.stash.get(session_key, None)
     loss = engine_health.lost(session.engine.url) if session is not None else None
     if loss is not None:
         pytest.fail(loss.message(), pytrace=False)
+    untested = item.stash.get(_required_untested_key, None)
+    if untested is not None:
+        pytest.fail(untested, pytrace=False)
 
 
 def _validated_options(config: pytest.Config) -> dict[str, Any]:
@@ -254,9 +283,9 @@ def _validated_options(config: pytest.Config) -> dict[str, Any]:
             raise pytest.UsageError(f"--engine-url: {url!r} has an invalid port") from None
         if parsed.username or parsed.password:
             raise pytest.UsageError("--engine-url: put credentials in --api-key, not in the URL")
-        if opt.inject or opt.convention != "vllm":
-            raise pytest.UsageError("--inject and --convention apply to the built-in reference engine only; "
-                                    "drop them or drop --engine-url")
+        if opt.inject or opt.convention != "vllm" or opt.reference_model or opt.reference_serves:
+            raise pytest.UsageError("--inject, --convention, --reference-model and --reference-serves apply to the "
+                                    "built-in reference engine only; drop them or drop --engine-url")
         url = url.rstrip("/")
         if url.endswith("/v1"):
             url = url[: -len("/v1")]
@@ -266,6 +295,9 @@ def _validated_options(config: pytest.Config) -> dict[str, Any]:
         raise pytest.UsageError(f"--convention: {opt.convention!r} is not one of {', '.join(CONVENTIONS)}")
     from engine_acceptance.reference_engine.defects import DEFECTS
 
+    for limit in opt.reference_serves:
+        if limit not in REFERENCE_LIMITS:
+            raise pytest.UsageError(f"--reference-serves: unknown {limit!r}; known: {', '.join(REFERENCE_LIMITS)}")
     for defect in opt.inject:
         if defect not in DEFECTS:
             raise pytest.UsageError(f"--inject: unknown defect {defect!r}; known: {', '.join(sorted(DEFECTS))}")
@@ -276,6 +308,10 @@ def _validated_options(config: pytest.Config) -> dict[str, Any]:
         raise pytest.UsageError(f"--startup-timeout: {opt.startup_timeout!r} must be zero or positive")
     _validate_recall_options(config)
     try:
+        expected = validate_capability_names(",".join(opt.expect).split(","), source="--expect")
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    try:
         engine_profiles = [load_engine_profile(name) for name in available_profiles("engines")]
         if opt.profile:
             choose_model_profile("", opt.profile)
@@ -285,6 +321,7 @@ def _validated_options(config: pytest.Config) -> dict[str, Any]:
         "url": url,
         "api_key": opt.api_key or os.environ.get("ENGINE_API_KEY") or None,
         "engine_profiles": engine_profiles,
+        "expected": expected,
         "timeouts": ClientTimeouts(connect=opt.connect_timeout, idle=opt.idle_timeout, total=opt.request_timeout),
     }
 
@@ -297,8 +334,11 @@ def _prepare_session(config: pytest.Config, options: dict[str, Any]) -> Acceptan
         from engine_acceptance.reference_engine.launcher import start_reference_engine
 
         try:
+            limits = dict(REFERENCE_LIMITS[name] for name in opt.reference_serves)
+            if opt.reference_model:
+                limits["model"] = opt.reference_model
             running = start_reference_engine(
-                convention=opt.convention, api_key=options["api_key"], defects=tuple(opt.inject),
+                convention=opt.convention, api_key=options["api_key"], defects=tuple(opt.inject), **limits,
                 # As long a context as its profile promises (1M: the recall_1m check runs on it).
                 max_model_len=load_model_profile(REFERENCE_MODEL_PROFILE).context_length,
             )
@@ -333,36 +373,17 @@ def _prepare_session(config: pytest.Config, options: dict[str, Any]) -> Acceptan
         model_profile = choose_model_profile(engine.model, opt.profile)
     except ProfileError as exc:
         raise pytest.UsageError(str(exc)) from exc
+    discovery = _discover_capabilities(engine, engine_profile, options, progress)
     return AcceptanceSession(
         engine=engine,
         engine_profile=engine_profile,
-        model_profile=model_profile,
+        declared_profile=model_profile,
+        required=options["expected"] | model_profile.expect,
+        discovery=discovery,
         api_key=options["api_key"],
         timeouts=options["timeouts"],
         reference=reference,
     )
-
-
-def _exclusive_marker(item: pytest.Item) -> str | None:
-    return next((name for name in EXCLUSIVE_MARKERS if item.get_closest_marker(name)), None)
-
-
-def _skip_exclusive_measurements_that_would_share_the_engine(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Throughput and recall figures are only true when nothing else loads the engine."""
-    kinds = {_exclusive_marker(item) for item in items}
-    if not kinds - {None}:
-        return
-    if hasattr(config, "workerinput"):
-        why = "pytest-xdist runs other tests beside it"
-    elif None in kinds:
-        why = "functional checks are selected in the same run"
-    else:
-        return
-    for item in items:
-        marker = _exclusive_marker(item)
-        if marker:
-            item.add_marker(pytest.mark.skip(
-                reason=f"{marker} measurements run alone and {why}: run `pytest -m {marker}` without -n"))
 
 
 class _XdistHooks:
@@ -393,18 +414,56 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if session is None:
         return
     records = config.stash.get(_expectations_key, [])
-    _skip_exclusive_measurements_that_would_share_the_engine(config, items)
+    split_for_phase(config, items)
     for item in items:
+        covers = _capabilities_tested_by(item)
+        # Read back by the gate from every report (xdist workers' too): what this check covers.
+        item.user_properties.append((COVERS_PROPERTY, ",".join(sorted(covers))))
         for marker in item.iter_markers("requires"):
             for capability in marker.args:
-                if not session.model_profile.has(capability):
-                    item.add_marker(pytest.mark.skip(reason=session.model_profile.lacks_reason(capability)))
+                if session.model_profile.has(capability):
+                    continue
+                if capability in session.required:
+                    # A skip that hides a required capability is a failure, not a skip.
+                    item.stash[_required_untested_key] = (f"required capability {capability!r}: "
+                                                          f"{session.skip_reason(capability)}")
+                else:
+                    item.add_marker(pytest.mark.skip(reason=session.skip_reason(capability)))
         known = matching_records(records, item.nodeid, engine=session.engine.kind,
                                  version=session.engine.version, model=session.engine.model)
         if known:
+            item.stash[records_key] = known
             item.add_marker(pytest.mark.xfail(strict=config.option.stale_records == "fail",
                                               reason=" | ".join(r.xfail_reason() for r in known)))
         _label_for_allure(item, session)
+
+
+def _discover_capabilities(engine: Any, engine_profile: Any, options: dict[str, Any],
+                           progress: Any) -> Any:
+    """Probe what the deployment serves, once, before any check (in the controller only)."""
+    import asyncio
+
+    from engine_acceptance.client import EngineTarget
+    from engine_acceptance.discovery import discover
+    from engine_acceptance.media import MEDIA_DIR
+
+    timeouts: ClientTimeouts = options["timeouts"]
+    # A probe asks for a few dozen tokens: a hang is a finding (broken), not a reason to
+    # hold the run for the whole request timeout.
+    probe_timeouts = ClientTimeouts(connect=timeouts.connect, idle=min(timeouts.idle, PROBE_TIMEOUT_S),
+                                    total=min(timeouts.total, PROBE_TIMEOUT_S))
+    target = EngineTarget(base_url=engine.url, model=engine.model, api_key=options["api_key"], timeouts=probe_timeouts)
+    progress("probing what the deployment serves (tools, image, video, reasoning and its switch, /tokenize)")
+    found = asyncio.run(discover(target, engine_profile, advertised_context=engine.max_model_len,
+                                 media_dir=MEDIA_DIR, timeouts=probe_timeouts))
+    progress(f"probed in {found.elapsed_s:.1f} s: {found.summary()}")
+    return found
+
+
+def _capabilities_tested_by(item: pytest.Item) -> set[str]:
+    covers = {name for marker in item.iter_markers("requires") for name in marker.args}
+    covers |= {capability for marker, capability in MARKER_CAPABILITIES.items() if item.get_closest_marker(marker)}
+    return covers
 
 
 def _label_for_allure(item: pytest.Item, session: AcceptanceSession) -> None:
@@ -428,7 +487,7 @@ class _GateHooks:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         longrepr = "" if report.longrepr is None else str(report.longrepr)
         self.gate.add(report.nodeid, report.keywords, report.when, report.outcome,
-                      getattr(report, "wasxfail", None), longrepr)
+                      getattr(report, "wasxfail", None), longrepr, report.user_properties)
 
     @pytest.hookimpl
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
@@ -444,7 +503,12 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if gate is not None and state is not None:
         if exitstatus == pytest.ExitCode.INTERRUPTED and not gate.interrupted:
             gate.interrupted = "interrupted"
-        gate.write(config.option.gate_json, {"engine": state.environment()})
+        gate.write(config.option.gate_json, {"engine": state.environment(), "discovery": (
+            state.discovery.to_dict() if state.discovery is not None else None)})
+        # The exit code follows the gate: a required capability untested or a run that tested
+        # nothing fails although pytest itself saw no failed test.
+        if not gate.passed and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
     alluredir = getattr(config.option, "allure_report_dir", None)
     if alluredir and state is not None:
         reporting.write_environment(alluredir, state.environment())

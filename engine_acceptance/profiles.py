@@ -66,7 +66,8 @@ class ModelProfile:
     description: str
     match: tuple[str, ...]
     capabilities: frozenset[str]
-    context_length: int
+    # None: the profile declares none (the recall size is then the engine's max_model_len).
+    context_length: int | None
     reasoning_default_on: bool
     reasoning_markers: tuple[str, ...]
     thinking_modes: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -76,9 +77,17 @@ class ModelProfile:
     reply_tokens: int = 1024
     # Throughput gate for deployments of this model ([CELL:]METRIC<=VALUE); see throughput_gate.
     throughput_thresholds: tuple[str, ...] = ()
+    # Capabilities every deployment of this model must serve (as --expect).
+    expect: frozenset[str] = frozenset()
+    # Upper bound of a long answer's max_tokens (slow CPU test models); None: the prompt's own.
+    max_tokens_cap: int | None = None
 
     def has(self, capability: str) -> bool:
         return capability in self.capabilities
+
+    def output_budget(self, asked: int) -> int:
+        """The max_tokens a check sends when its prompt asks for ``asked``."""
+        return asked if self.max_tokens_cap is None else min(asked, self.max_tokens_cap)
 
     def lacks_reason(self, capability: str) -> str:
         return f"model profile {self.name!r} ({self.source}) does not list the {capability!r} capability"
@@ -161,7 +170,7 @@ def load_model_profile(name_or_path: str) -> ModelProfile:
         description=data["description"],
         match=tuple(data["match"]),
         capabilities=frozenset(data["capabilities"]),
-        context_length=data["context_length"],
+        context_length=data.get("context_length"),
         reasoning_default_on=bool(reasoning.get("default_on", False)),
         reasoning_markers=tuple(reasoning["markers"]),
         thinking_modes=dict(thinking.get("modes") or {}),
@@ -170,6 +179,8 @@ def load_model_profile(name_or_path: str) -> ModelProfile:
         reply_tokens=data.get("reply_tokens", 1024),
         source=path,
         throughput_thresholds=tuple((data.get("throughput") or {}).get("thresholds") or ()),
+        expect=frozenset(data.get("expect") or ()),
+        max_tokens_cap=data.get("max_tokens_cap"),
     )
 
 

@@ -1,19 +1,25 @@
 """What a run knows about its engine, built once and shared with xdist workers.
 
-The controller process checks readiness, detects the engine and picks the
-profiles; workers receive the result as plain JSON (``to_dict``/``from_dict``)
-instead of probing the engine again.
+The controller process checks readiness, detects the engine, picks the profiles
+and probes what the deployment serves; workers receive the result as plain JSON
+(``to_dict``/``from_dict``) instead of probing the engine again. The checks see
+the *effective* model profile: the declared one, with the capabilities that are
+tested (declared, discovered or required) and the settings discovery found.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from engine_acceptance.capabilities import CapabilityPlan, effective_profile, plan_capabilities
 from engine_acceptance.client import ClientTimeouts, EngineTarget
 from engine_acceptance.profiles import EngineProfile, ModelProfile, load_engine_profile, load_model_profile
 from engine_acceptance.readiness import EngineInfo
 from engine_acceptance.redaction import Redactor
+
+if TYPE_CHECKING:
+    from engine_acceptance.discovery import Discovery
 
 __all__ = ["AcceptanceSession", "ReferenceTarget"]
 
@@ -31,11 +37,42 @@ class ReferenceTarget:
 class AcceptanceSession:
     engine: EngineInfo
     engine_profile: EngineProfile
-    model_profile: ModelProfile
+    # The profile file as written; the checks read `model_profile`, the effective one.
+    declared_profile: ModelProfile
     # Out of the repr: pytest prints a failing test's arguments (this session among them).
     api_key: str | None = field(repr=False)
     timeouts: ClientTimeouts
     reference: ReferenceTarget | None = None
+    discovery: Discovery | None = None
+    # Capabilities the deployment must serve (--expect and the profile's expect).
+    required: frozenset[str] = frozenset()
+    plans: dict[str, CapabilityPlan] = field(init=False, repr=False)
+    model_profile: ModelProfile = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        self.plans = plan_capabilities(self.declared_profile, self.discovery, self.required)
+        self.model_profile = effective_profile(self.declared_profile, self.plans, self.discovery)
+
+    def engine_facts(self) -> list[str]:
+        """Lines beside the capability table: what the engine offers the measurements."""
+        facts = []
+        probe = self.discovery.probes.get("tokenize") if self.discovery is not None else None
+        if probe is not None:
+            facts.append(f"tokenize: {probe.state.replace('_', ' ')} ({probe.evidence})")
+        declared = self.declared_profile.context_length
+        advertised = self.engine.max_model_len
+        facts.append("context: " + ", ".join([
+            f"model profile {self.declared_profile.name!r} declares {declared:,}" if declared else
+            f"model profile {self.declared_profile.name!r} declares none",
+            f"the engine advertises {advertised:,} (max_model_len)" if advertised else "the engine advertises none"]))
+        return facts
+
+    def skip_reason(self, capability: str) -> str:
+        """Why the checks of a capability that is not tested are skipped."""
+        plan = self.plans.get(capability)
+        if plan is None:
+            return self.declared_profile.lacks_reason(capability)
+        return plan.reason
 
     @property
     def target(self) -> EngineTarget:
@@ -49,7 +86,14 @@ class AcceptanceSession:
 
     @property
     def tokenize_endpoint(self) -> str | None:
-        """The engine's tokenize path, or None when it has none: read this, not the engine profile."""
+        """The engine's tokenize path, or None when it has none: read this, not the engine profile.
+
+        A probe's answer wins over the engine profile's claim: a generic server may have
+        /tokenize, and a vLLM behind a gateway may not expose it.
+        """
+        probe = self.discovery.probes.get("tokenize") if self.discovery is not None else None
+        if probe is not None and probe.state != "not_probed":
+            return probe.settings.get("endpoint") if probe.state == "served" else None
         return self.engine_profile.tokenize_endpoint
 
     @property
@@ -60,7 +104,7 @@ class AcceptanceSession:
         version = self.engine.version or "version unknown"
         return (
             f"{self.engine.kind} {version} at {self.engine.url} serving {self.engine.model!r} "
-            f"(engine profile {self.engine_profile.name!r}, model profile {self.model_profile.name!r})"
+            f"(engine profile {self.engine_profile.name!r}, model profile {self.declared_profile.name!r})"
         )
 
     def environment(self) -> dict[str, str]:
@@ -72,13 +116,20 @@ class AcceptanceSession:
             "engine.version": self.engine.version or "unknown",
             "engine.url": self.engine.url,
             "model": self.engine.model,
-            "model.profile": self.model_profile.name,
+            "model.profile": self.declared_profile.name,
             "engine.profile": self.engine_profile.name,
             "engine.ready_after_s": f"{self.engine.ready_after_s:.1f}",
             "api_key": "set (redacted)" if self.api_key else "none",
         }
         if self.engine.max_model_len:
             facts["engine.max_model_len"] = str(self.engine.max_model_len)
+        if self.required:
+            facts["capabilities.required"] = ",".join(sorted(self.required))
+        for name, plan in self.plans.items():
+            facts[f"capability.{name}"] = (f"declared={'yes' if plan.declared else 'no'} "
+                                           f"discovered={plan.discovered} tested={'yes' if plan.tested else 'no'}")
+        if self.discovery is not None:
+            facts["capabilities.discovery_s"] = f"{self.discovery.elapsed_s:.2f}"
         if self.reference:
             facts["reference.convention"] = self.reference.convention
             facts["reference.injected_defects"] = ",".join(self.reference.defects) or "none"
@@ -88,7 +139,9 @@ class AcceptanceSession:
         return {
             "engine": self.engine.as_dict(),
             "engine_profile": str(self.engine_profile.source),
-            "model_profile": str(self.model_profile.source),
+            "model_profile": str(self.declared_profile.source),
+            "discovery": self.discovery.to_dict() if self.discovery is not None else None,
+            "required": sorted(self.required),
             "api_key": self.api_key,
             "timeouts": vars(self.timeouts),
             "reference": vars(self.reference) if self.reference else None,
@@ -96,11 +149,15 @@ class AcceptanceSession:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "AcceptanceSession":
+        from engine_acceptance.discovery import Discovery
+
         return cls(
             engine=EngineInfo.from_dict(data["engine"]),
             engine_profile=load_engine_profile(data["engine_profile"]),
-            model_profile=load_model_profile(data["model_profile"]),
+            declared_profile=load_model_profile(data["model_profile"]),
             api_key=data["api_key"],
             timeouts=ClientTimeouts(**data["timeouts"]),
             reference=ReferenceTarget(**data["reference"]) if data["reference"] else None,
+            discovery=Discovery.from_dict(data["discovery"]) if data["discovery"] else None,
+            required=frozenset(data["required"]),
         )

@@ -35,20 +35,30 @@ def format_spread(spread: Spread) -> str:
     return f"{spread.median:.4g} [{spread.min:.4g}-{spread.max:.4g}]"
 
 
+def prompt_tokens_cell(result: CellResult) -> str:
+    """The input lengths the engine counted (usage.prompt_tokens): ``128``, or ``~117-131`` when estimated."""
+    counts = [r.prompt_tokens for records in result.records for r in records if r.ok and r.prompt_tokens is not None]
+    if not counts:
+        return "-"
+    low, high = min(counts), max(counts)
+    span = str(low) if low == high else f"{low}-{high}"
+    return span if result.input_exact else f"~{span}"
+
+
 def _rows(results: Sequence[CellResult]) -> list[list[str]]:
     rows = []
     for result in results:
         summary = result.summary
         errors = summary.errors_by_kind
         cpu = max((r.client.get("cpu_fraction", 0.0) for r in summary.rounds), default=0.0)
-        rows.append([result.cell.key, f"{result.cell.requests}x{len(summary.rounds)}",
+        rows.append([result.cell.key, f"{result.cell.requests}x{len(summary.rounds)}", prompt_tokens_cell(result),
                      *(format_spread(summary.metrics[name]) for name, _ in COLUMNS),
                      ", ".join(f"{k}={v}" for k, v in sorted(errors.items())) or "0", f"{cpu:.0%}"])
     return rows
 
 
 def _header() -> list[str]:
-    return ["cell", "req x rounds", *(label for _, label in COLUMNS), "errors", "client CPU"]
+    return ["cell", "req x rounds", "prompt tok", *(label for _, label in COLUMNS), "errors", "client CPU"]
 
 
 def fixed_width_lines(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -74,10 +84,15 @@ def table_lines(results: Sequence[CellResult]) -> list[str]:
     return fixed_width_lines(_header(), _rows(results))
 
 
-def table_html(title: str, results: Sequence[CellResult]) -> str:
-    return html_table(title, f"Each cell: median of rounds [min-max across rounds]; per round P50/P95 by "
-                             f"{PERCENTILE_METHOD}. Client CPU: the load generator's busiest round, as a share of "
-                             f"one core.", _header(), _rows(results))
+def table_html(title: str, results: Sequence[CellResult], notes: Sequence[str] = ()) -> str:
+    """The table as HTML; ``notes`` (e.g. that input lengths are approximate) go above it."""
+    estimated = any(not result.input_exact for result in results)
+    prompt_note = ("Prompt tok: usage.prompt_tokens of the measured requests, min-max; '~': text prompts of an "
+                   "estimated length, no exact token ids could be made." if estimated else
+                   "Prompt tok: usage.prompt_tokens of the measured requests.")
+    note = (f"Each cell: median of rounds [min-max across rounds]; per round P50/P95 by {PERCENTILE_METHOD}. "
+            f"{prompt_note} Client CPU: the load generator's busiest round, as a share of one core.")
+    return html_table(title, " ".join([*notes, note]), _header(), _rows(results))
 
 
 def results_document(results: Sequence[CellResult], *, engine: dict[str, Any], settings: dict[str, Any],

@@ -5,7 +5,7 @@ Two sources, and every count says which one it came from:
 * :class:`LocalTokenCounter`: a ``tokenizer.json`` loaded with the ``tokenizers``
   library (``--tokenizer PATH``). Fast, and needs no engine.
 * :class:`ServerTokenCounter`: the engine's ``POST /tokenize`` (vLLM, SGLang; the
-  engine profile's ``features.tokenize_endpoint`` says where). It can also count a
+  session's ``tokenize_endpoint`` says where, when the engine serves one). It can also count a
   whole conversation as the engine's chat template renders it
   (:meth:`ServerTokenCounter.count_conversation`), which is what ``usage.prompt_tokens``
   must equal.
@@ -15,12 +15,19 @@ million-token prompt never sits in memory as one tokenizer ``Encoding`` (about 2
 bytes per token). That relies on the tokenizer not merging across a line end, which
 :func:`newline_boundaries_are_additive` checks and the recall checks verify against
 the server whenever it can count.
+
+With neither (an OpenAI-compatible server without ``/tokenize`` and no
+``--tokenizer``), nothing can count exactly. Then a :class:`TokenEstimate` says how
+many tokens a kind of text has per character, calibrated by :func:`calibrate` from
+the ``usage.prompt_tokens`` the engine reports for two short requests, and
+:class:`CharacterCounter` lets the haystack builder work in characters. The true
+length is only known afterwards, from the reply's usage, and every report says so.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -31,12 +38,16 @@ from tokenizers import Tokenizer
 from engine_acceptance.client import EngineTarget
 
 __all__ = [
+    "CharacterCounter",
     "LocalTokenCounter",
     "PromptAccounting",
     "ServerTokenCounter",
     "TokenCountError",
     "TokenCounter",
+    "TokenEstimate",
+    "calibrate",
     "newline_boundaries_are_additive",
+    "usage_prompt_tokens",
 ]
 
 # Characters per encode_batch call: the transient Encodings (about 200 bytes a token)
@@ -248,3 +259,110 @@ class PromptAccounting:
 
     def summary(self) -> dict[str, object]:
         return {**vars(self), "difference": self.difference, "problems": self.problems()}
+
+
+# --- estimating, when nothing can count ------------------------------------------------
+
+class CharacterCounter:
+    """Counts characters: lets the haystack builder lay out a text to a character budget.
+
+    Used when no tokenizer can count (no ``/tokenize``, no ``--tokenizer``): the budget
+    comes from a :class:`TokenEstimate`, and the needles' depths are depths in characters.
+    """
+
+    kind = "characters"
+    preferred_chunk_chars = 8 * 1024
+
+    def describe(self) -> str:
+        return "characters (no tokenizer: the token count is an estimate)"
+
+    def count(self, text: str) -> int:
+        return len(text)
+
+    def count_many(self, texts: Sequence[str]) -> list[int]:
+        return [len(text) for text in texts]
+
+
+@dataclass(frozen=True)
+class TokenEstimate:
+    """Tokens per character of one kind of text, and a count every prompt adds or saves.
+
+    ``tokens_per_char`` is the slope between two samples that differ only in how much
+    of the text they hold; ``added_tokens`` the intercept: what the engine counts beyond
+    that text's rate (a BOS, a chat template, or parts common to both samples that are
+    denser or sparser than the text, hence possibly negative). ``how`` says where the
+    figures came from.
+    """
+
+    tokens_per_char: float
+    added_tokens: int
+    calibrated: bool
+    how: str
+
+    def chars_for(self, tokens: int) -> int:
+        """Characters of text expected to make ``tokens`` tokens at the slope (the intercept not included)."""
+        return max(1, round(tokens / self.tokens_per_char))
+
+    def tokens_in(self, chars: int) -> int:
+        """Tokens expected in ``chars`` characters of text (the text alone)."""
+        return round(chars * self.tokens_per_char)
+
+    def describe(self) -> str:
+        return f"{self.rate()}, {self.how}"
+
+    def rate(self) -> str:
+        """``0.34 characters per token, intercept -526 tokens``: the figures without their origin."""
+        added = f", intercept {self.added_tokens:+,d} tokens" if self.added_tokens else ""
+        return f"{1 / self.tokens_per_char:.2f} characters per token{added}"
+
+    def as_dict(self) -> dict[str, object]:
+        return {"tokens_per_char": round(self.tokens_per_char, 4), "added_tokens": self.added_tokens,
+                "calibrated": self.calibrated, "how": self.how}
+
+
+def usage_prompt_tokens(target: EngineTarget, path: str, body: Mapping[str, Any]) -> int:
+    """POST one non-streamed request under ``/v1`` and return its ``usage.prompt_tokens``."""
+    timeouts = target.timeouts
+    try:
+        with httpx.Client(headers=target.auth_headers(),
+                          timeout=httpx.Timeout(timeouts.total, connect=timeouts.connect)) as client:
+            response = client.post(target.v1_url + path, json=dict(body))
+    except httpx.HTTPError as exc:
+        raise TokenCountError(f"POST /v1{path} failed: {type(exc).__name__}: {exc}") from exc
+    if response.status_code != 200:
+        raise TokenCountError(f"POST /v1{path} answered HTTP {response.status_code}: {response.text[:300]}")
+    try:
+        usage = response.json().get("usage")
+    except (json.JSONDecodeError, AttributeError):
+        raise TokenCountError(f"POST /v1{path} answered no JSON object: {response.text[:300]}") from None
+    count = usage.get("prompt_tokens") if isinstance(usage, dict) else None
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        raise TokenCountError(f"POST /v1{path} answered without usage.prompt_tokens: {response.text[:300]}")
+    return count
+
+
+def calibrate(target: EngineTarget, *, path: str, make_body: Callable[[str], Mapping[str, Any]],
+              samples: Sequence[str], fallback: TokenEstimate) -> TokenEstimate:
+    """Tokens per character from the engine's ``usage.prompt_tokens`` for a short and a longer sample.
+
+    The slope between the two is the text's tokens per character, the intercept what
+    every prompt adds beyond that rate (the engine's BOS or chat template, and any part
+    both samples share). When the engine reports no usage, or the figures make no sense,
+    ``fallback`` is returned with the reason in its ``how``.
+    """
+    first, last = samples[0], samples[-1]
+    try:
+        points = [(len(text), usage_prompt_tokens(target, path, make_body(text))) for text in (first, last)]
+    except TokenCountError as exc:
+        return TokenEstimate(fallback.tokens_per_char, fallback.added_tokens, False,
+                             f"{fallback.how}: the calibration requests gave no count ({exc})")
+    (short_chars, short_tokens), (long_chars, long_tokens) = points
+    slope = (long_tokens - short_tokens) / (long_chars - short_chars) if long_chars != short_chars else 0.0
+    if slope <= 0:
+        return TokenEstimate(fallback.tokens_per_char, fallback.added_tokens, False,
+                             f"{fallback.how}: the calibration made no sense ({short_chars} characters counted "
+                             f"{short_tokens} tokens, {long_chars} counted {long_tokens})")
+    added = round(short_tokens - slope * short_chars)
+    return TokenEstimate(slope, added, True,
+                         f"calibrated with the engine's usage.prompt_tokens: {short_chars:,} characters counted "
+                         f"{short_tokens:,} tokens, {long_chars:,} counted {long_tokens:,}")

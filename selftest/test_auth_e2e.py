@@ -45,7 +45,9 @@ def test_without_a_configured_key_the_checks_are_skipped_with_the_reason(pyteste
     result, outcomes = run_suite(pytester, "-m", "auth", "-rs")
     assert outcomes == {test_id: "skipped" for test_id in REFUSALS | RIGHT_KEY}
     result.stdout.fnmatch_lines(["*no API key is configured (--api-key or $ENGINE_API_KEY)*"])
-    assert result.ret == 0
+    # A run of nothing but skips tested nothing: the gate says so rather than pass.
+    assert result.ret == 1
+    result.stdout.fnmatch_lines(["*GATE FAILURE: no check ran*"])
 
 
 def test_engine_that_ignores_the_key_fails_the_refusal_checks(pytester: pytest.Pytester) -> None:

@@ -62,9 +62,11 @@ def test_early_eos_fails_the_check_because_the_output_length_is_not_honored(pyte
                                  "(usage.completion_tokens, finish_reason='stop') in 8/8 requests*"])
 
 
-def test_early_eos_fails_no_functional_check(pytester: pytest.Pytester) -> None:
-    result, outcomes = run_suite(pytester, "--inject", "early-eos")
-    assert outcomes and not failed(outcomes), result.stdout.str()[-3000:]
+def test_early_eos_fails_the_default_run_through_the_throughput_check_alone(pytester: pytest.Pytester) -> None:
+    # The default command runs the measurements too: the defect fails that run, and no functional check.
+    result, outcomes = run_suite(pytester, "--inject", "early-eos", "-m", "not (recall or recall_1m)")
+    assert failed(outcomes) == {f"{CHECK}[in128-out128]"}, result.stdout.str()[-3000:]
+    assert result.ret == 1
 
 
 def test_a_missed_threshold_fails_the_check_naming_metric_and_limit(pytester: pytest.Pytester) -> None:
@@ -141,7 +143,12 @@ def test_bad_throughput_options_stop_the_run_naming_option_and_value(pytester: p
     result.stderr.fnmatch_lines([f"*{message}"])
 
 
-def test_throughput_refuses_to_run_under_xdist_and_says_why(pytester: pytest.Pytester) -> None:
-    result, outcomes = run_suite(pytester, *SMALL, "-n", "2")
-    assert outcomes == {f"{CHECK}[in128-out128]": "skipped"}, result.stdout.str()[-3000:]
-    result.stdout.fnmatch_lines(["*throughput measurements run alone and pytest-xdist runs other tests beside it*"])
+def test_throughput_under_xdist_runs_after_the_workers_alone_in_the_controller(pytester: pytest.Pytester) -> None:
+    result, outcomes = run_suite(pytester, "-m", "throughput or text", "-k", "not media and not recall",
+                                 "--throughput-shapes", "128/32@2x4", "--throughput-rounds", "2", "-n", "2")
+    assert outcomes[f"{CHECK}[in128-out32]"] == "passed", result.stdout.str()[-3000:]
+    assert not failed(outcomes), result.stdout.str()[-3000:]
+    out = result.stdout.str()
+    # The functional checks ran on the workers first; the measurement came after them, announced.
+    assert out.index("functional checks done; now 1 measurement(s) (throughput) run one at a time") < out.index(
+        "128/32@2: 2 round(s) of 4 requests"), out[-3000:]

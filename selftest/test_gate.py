@@ -19,6 +19,8 @@ records:
     reason: the engine adds one to total_tokens (injected for the self-test)
     source: selftest
     date: "2026-11-29"
+    failure:
+      message: 'usage\\.total_tokens=\\d+ but prompt_tokens \\+ completion_tokens'
 """
 
 

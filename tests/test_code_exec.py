@@ -47,7 +47,7 @@ async def test_unique_sorted_passes_the_hidden_cases_in_the_sandbox(chat, prompt
                                                                     acceptance) -> None:
     spec = prompts["code"]["unique_sorted"]
     reply = reply_of(await chat({"messages": [{"role": "user", "content": spec["prompt"]}], "temperature": 0,
-                                 "max_tokens": spec["max_tokens"]}, stream=False))
+                                 "max_tokens": model_profile.output_budget(spec["max_tokens"])}, stream=False))
     code = extract_code(reply.content, function=spec["function"], reasoning_markers=model_profile.reasoning_markers)
     assert code is not None, f"no Python code defining {spec['function']} in the reply: {short(reply.content, 400)!r}"
     allure.attach(code.source, name=f"extracted code ({code.found_as})", attachment_type=allure.attachment_type.TEXT)

@@ -99,7 +99,7 @@ async def test_corrupt_media_is_rejected_with_4xx_and_an_error_body(chat, engine
 async def test_media_a_text_only_model_cannot_take_is_refused_with_4xx(chat, model_profile, engine_profile,
                                                                        capability: str) -> None:
     if model_profile.has(capability):
-        pytest.skip(f"model profile {model_profile.name!r} lists {capability!r}: test_{capability}.py checks "
+        pytest.skip(f"the deployment serves {capability!r} (declared or discovered): test_{capability}.py checks "
                     "what the model reads")
     content_type = _content_type(capability, engine_profile)
     if content_type is None:

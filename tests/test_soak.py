@@ -36,9 +36,8 @@ from engine_acceptance.soak import SoakReport, SoakSettings, parse_prometheus, p
 
 pytestmark = [
     pytest.mark.soak,
-    # skipif is evaluated before the plugin's "runs alone" skip, so this reason is the one shown.
     pytest.mark.skipif("config.getoption('soak_minutes', None) is None",
-                       reason="the soak is off by default: give --soak-minutes N (and run `pytest -m soak` alone)"),
+                       reason="the soak is off by default: give --soak-minutes N"),
 ]
 
 SOAK_DATA: dict[str, Any] = yaml.safe_load((DATA_ROOT / "soak.yaml").read_text(encoding="utf-8"))

@@ -6,20 +6,35 @@ a chart per workload, and fails when the load was not what it claimed (errors,
 input or output length not honoured) or when a threshold or the baseline is missed.
 Throughput runs alone (``pytest -m throughput``, no ``-n``): the plugin skips it,
 with the reason, whenever anything else would share the engine.
+
+On an engine without a tokenize endpoint and without ``--tokenizer`` the prompts are
+text of an estimated length: the check then reports the lengths the engine counted
+as approximate (terminal, table, JSON, junit properties ``input_tokens[CELL]``) and,
+instead of the exact input length, checks that every request reported
+``usage.prompt_tokens`` and that the first measured prompt, sent again, counts the same.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import allure
 import pytest
 
 from engine_acceptance.charts import workload_chart_png
-from engine_acceptance.loadgen import Cell, measure_cell
+from engine_acceptance.loadgen import Cell, CellResult, PromptSource, measure_cell
 from engine_acceptance.reporting import attach_json
-from engine_acceptance.throughput_checks import count_notes, error_problems, length_problems
+from engine_acceptance.throughput_checks import (
+    Recount,
+    count_notes,
+    error_problems,
+    input_tokens_line,
+    input_tokens_summary,
+    length_problems,
+)
 from engine_acceptance.throughput_gate import check_thresholds, compare_with_baseline
+from engine_acceptance.throughput_prompts import NO_TOKEN_IDS_REASON, TextPrompts, recount_prompt_tokens
 from engine_acceptance.throughput_report import table_html, table_lines
 from engine_acceptance.throughput_settings import select_cells, settings_key
 
@@ -48,35 +63,73 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("workload", workloads, ids=[w.id for w in workloads])
 
 
+async def _recount_first_measured_prompt(target, prompts: PromptSource, result: CellResult,
+                                         first_index: int) -> Recount:
+    """Send the cell's first measured prompt once more: does the engine count it the same?"""
+    records = result.records[0] if result.records else []
+    in_load = records[0].prompt_tokens if records and records[0].ok else None
+    prompt = prompts.prompt(result.cell.input_tokens, first_index + result.cell.warmup_requests)
+    again, error = await recount_prompt_tokens(target, prompt)
+    return Recount(in_load, again, error)
+
+
+def _input_tokens(result: CellResult, prompts: PromptSource, recount: Recount | None) -> dict:
+    """For the JSON: asked and counted input lengths, and for text prompts how they were estimated."""
+    summary = input_tokens_summary(result, exact=prompts.exact)
+    if isinstance(prompts, TextPrompts):
+        summary.update(why_not_exact=NO_TOKEN_IDS_REASON, characters_aimed=prompts.chars_for(result.cell.input_tokens),
+                       estimate=prompts.estimate.as_dict(), recount=vars(recount) if recount else None)
+    return summary
+
+
 async def test_fixed_length_load_is_served_in_full_and_passes_the_gate(
         workload, acceptance, engine_profile, throughput_settings, throughput_thresholds, throughput_write,
-        throughput_results, exact_length_prompts) -> None:
-    prompts = await exact_length_prompts(max(cell.input_tokens for cell in workload.cells))
+        throughput_results, load_prompts, request) -> None:
+    prompts = await load_prompts(max(cell.input_tokens for cell in workload.cells))
     # Without ignore_eos the engine decides the output length: measured, but not checked.
     output_forced = engine_profile.supports_ignore_eos
-    results, index = [], 0
+    results, recounts, index = [], {}, 0
     for cell in workload.cells:
         throughput_write(f"{cell.key}: {throughput_settings.rounds} round(s) of {cell.requests} requests, "
                          f"{cell.warmup_requests} warm-up; prompts from {prompts.source}")
-        results.append(await measure_cell(acceptance.target, cell, prompts, rounds=throughput_settings.rounds,
-                                          ignore_eos=output_forced, first_index=index, progress=throughput_write))
+        if isinstance(prompts, TextPrompts):
+            throughput_write(f"{cell.key}: input tokens approximate: {prompts.describe(cell.input_tokens)}")
+        result = await measure_cell(acceptance.target, cell, prompts, rounds=throughput_settings.rounds,
+                                    ignore_eos=output_forced, first_index=index, progress=throughput_write)
+        results.append(result)
+        if not prompts.exact:
+            recounts[cell.key] = await _recount_first_measured_prompt(acceptance.target, prompts, result, index)
         index += cell.warmup_requests + cell.requests * throughput_settings.rounds
 
-    load_problems = {r.cell.key: error_problems(r) + length_problems(r, output_forced=output_forced)
-                     for r in results}
+    load_problems = {r.cell.key: error_problems(r) + length_problems(
+        r, output_forced=output_forced, input_exact=prompts.exact, recount=recounts.get(r.cell.key))
+        for r in results}
     throughput_results.add(results, clean={key for key, problems in load_problems.items() if not problems},
-                           prompts=prompts)
+                           prompts=prompts,
+                           input_tokens={r.cell.key: _input_tokens(r, prompts, recounts.get(r.cell.key))
+                                         for r in results})
+    for r in results:
+        request.node.user_properties.append((f"input_tokens[{r.cell.key}]",
+                                             input_tokens_line(r, exact=prompts.exact, short=True)))
+    # The figures of each cell (median [min-max] of rounds) for gate.json and the comparison driver.
+    request.node.user_properties.append(("throughput", json.dumps(
+        {r.cell.key: {name: spread.as_dict() for name, spread in r.summary.metrics.items()} for r in results})))
+    notes = [note for r in results for note in count_notes(
+        r, output_forced=output_forced,
+        ignore_eos_reason=f"engine profile {engine_profile.name!r} does not declare ignore_eos",
+        input_estimate=(f"{prompts.describe(r.cell.input_tokens)}, as there is {NO_TOKEN_IDS_REASON}"
+                        if isinstance(prompts, TextPrompts) else None),
+        recount=recounts.get(r.cell.key))]
     title = f"throughput {workload.name} tokens"
-    allure.attach(table_html(title, results), name=f"{title}: table", attachment_type=allure.attachment_type.HTML)
+    approximate = [input_tokens_line(r, exact=False) for r in results if not r.input_exact]
+    allure.attach(table_html(title, results, approximate), name=f"{title}: table",
+                  attachment_type=allure.attachment_type.HTML)
     allure.attach(workload_chart_png(workload.name, results), name=f"{title}: chart",
                   attachment_type=allure.attachment_type.PNG)
     attach_json(f"{title}: every round", [r.as_dict() for r in results], acceptance.redactor)
     for line in table_lines(results):
         throughput_write(line)
 
-    notes = [note for r in results for note in count_notes(
-        r, output_forced=output_forced,
-        ignore_eos_reason=f"engine profile {engine_profile.name!r} does not declare ignore_eos")]
     problems = [problem for key in load_problems for problem in load_problems[key]]
     for result in results:
         problems += check_thresholds(result.summary, throughput_thresholds)

@@ -3,7 +3,8 @@
     python -m engine_acceptance.reference_engine --port 0 [--convention sglang]
         [--api-key K] [--inject DEFECT ...] [--model NAME] [--max-model-len N]
         [--ttft-ms MS] [--tpot-ms MS] [--prefill-ms-per-1k MS] [--batch-slowdown F]
-        [--stream-chunk-tokens N]
+        [--stream-chunk-tokens N] [--text-only] [--no-tool-parser] [--no-tokenize]
+        [--no-reasoning]
     python -m engine_acceptance.reference_engine --export-tokenizer tokenizer.json
 
 Once bound it prints exactly one line to stdout, flushed, which the launcher
@@ -70,6 +71,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="Output tokens per streamed event (1 = one event per token, like vLLM)")
     parser.add_argument("--stamp-events", action="store_true",
                         help="Benchmarks: add engine_sent_at (the engine's monotonic clock) to every event")
+    parser.add_argument("--text-only", action="store_true",
+                        help="Serve a text-only model: every image or video part gets vLLM's 400 "
+                             "'<model> is not a multimodal model'")
+    parser.add_argument("--no-tool-parser", action="store_true",
+                        help="Serve as vLLM without --enable-auto-tool-choice and --tool-call-parser: "
+                             "requests with tools get vLLM's 400")
+    parser.add_argument("--no-tokenize", action="store_true",
+                        help="No /tokenize or /detokenize endpoint: they answer 404 like a server without them")
+    parser.add_argument("--no-reasoning", action="store_true",
+                        help="Serve a model that never reasons, whatever the request asks")
     parser.add_argument("--access-log", action="store_true", help="Log every request to stderr")
     parser.add_argument("--export-tokenizer", metavar="PATH", default=None,
                         help="Write the engine's tokenizer.json to PATH and exit (for --tokenizer PATH)")
@@ -129,6 +140,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                                  batch_slowdown=args.batch_slowdown),
             stream_chunk_tokens=args.stream_chunk_tokens,
             stamp_events=args.stamp_events,
+            text_only=args.text_only,
+            tool_parser=not args.no_tool_parser,
+            tokenize=not args.no_tokenize,
+            reasoning=not args.no_reasoning,
         )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -69,6 +69,14 @@ class ReferenceEngineConfig:
     # time.monotonic() just before the write, so a client's timing error can be
     # measured against what the engine really did (same clock on one host).
     stamp_events: bool = False
+    # What the deployment serves, for capability discovery: a text-only model refuses
+    # every image and video part (vLLM's 400 "<model> is not a multimodal model"); a
+    # server started without --enable-auto-tool-choice/--tool-call-parser refuses tools
+    # (vLLM's 400); one without /tokenize answers 404 there; a model that never reasons.
+    text_only: bool = False
+    tool_parser: bool = True
+    tokenize: bool = True
+    reasoning: bool = True
 
     def __post_init__(self) -> None:
         if self.convention not in CONVENTIONS:

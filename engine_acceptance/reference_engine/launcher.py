@@ -96,6 +96,10 @@ def start_reference_engine(
     latency: LatencyModel | None = None,
     stream_chunk_tokens: int | None = None,
     stamp_events: bool = False,
+    text_only: bool = False,
+    tool_parser: bool = True,
+    tokenize: bool = True,
+    reasoning: bool = True,
     host: str = "127.0.0.1",
     startup_timeout: float = 30.0,
     log_dir: str | os.PathLike[str] | None = None,
@@ -120,6 +124,15 @@ def start_reference_engine(
         command += ["--stream-chunk-tokens", str(stream_chunk_tokens)]
     if stamp_events:
         command += ["--stamp-events"]
+    # What the deployment serves (see ReferenceEngineConfig): all of it unless told otherwise.
+    if text_only:
+        command += ["--text-only"]
+    if not tool_parser:
+        command += ["--no-tool-parser"]
+    if not tokenize:
+        command += ["--no-tokenize"]
+    if not reasoning:
+        command += ["--no-reasoning"]
 
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [_IMPORT_ROOT, env.get("PYTHONPATH")]))

@@ -18,6 +18,7 @@ from .tokenizer import ReferenceTokenizer
 from .vision import SeenMedia, UndecodableMedia, perceive_part
 
 __all__ = [
+    "NOT_MULTIMODAL",
     "ChatRequest",
     "CompletionRequest",
     "DetokenizeRequest",
@@ -33,6 +34,10 @@ __all__ = [
 ]
 
 DEFAULT_COMPLETION_MAX_TOKENS = 16  # OpenAI's and vLLM's default for /v1/completions
+# vLLM 0.32 (multimodal/registry.py, create_processor) raises this ValueError for the first
+# image or video part sent to a text-only model, before the media is fetched or decoded;
+# the server answers it as 400 BadRequestError with param null.
+NOT_MULTIMODAL = "{model} is not a multimodal model"
 
 
 class RequestError(Exception):
@@ -168,8 +173,12 @@ class ChatRequest:
     media: tuple[SeenMedia, ...] = ()
 
 
-def _validate_content(content: Any, index: int, seen_media: list[SeenMedia] | None = None) -> None:
-    """Check one message's content; decode its media parts into `seen_media`."""
+def _validate_content(content: Any, index: int, seen_media: list[SeenMedia] | None = None,
+                      text_only_model: str | None = None) -> None:
+    """Check one message's content; decode its media parts into `seen_media`.
+
+    With `text_only_model` (the served name of a text-only model) any media part is refused.
+    """
     if content is None or isinstance(content, str):
         return
     if not isinstance(content, list):
@@ -186,6 +195,8 @@ def _validate_content(content: Any, index: int, seen_media: list[SeenMedia] | No
             if not isinstance(part.get("text"), str):
                 raise RequestError(f"{where}.text must be a string", param="messages")
         elif kind in MEDIA_PLACEHOLDERS:
+            if text_only_model is not None:
+                raise RequestError(NOT_MULTIMODAL.format(model=text_only_model))
             media = part.get(kind)
             if not isinstance(media, dict) or not isinstance(media.get("url"), str):
                 raise RequestError(f"{where}.{kind}.url must be a string", param="messages")
@@ -201,7 +212,8 @@ def _validate_content(content: Any, index: int, seen_media: list[SeenMedia] | No
             raise RequestError(f"Unknown part type: {kind}", param="messages")
 
 
-def _validate_messages(messages: Any, seen_media: list[SeenMedia] | None = None) -> list[dict[str, Any]]:
+def _validate_messages(messages: Any, seen_media: list[SeenMedia] | None = None,
+                       text_only_model: str | None = None) -> list[dict[str, Any]]:
     if messages is None:
         raise RequestError("Field required: 'messages'", param="messages")
     if not isinstance(messages, list) or not messages:
@@ -215,11 +227,15 @@ def _validate_messages(messages: Any, seen_media: list[SeenMedia] | None = None)
                 f"messages[{index}].role must be one of {', '.join(ROLE_MARKERS)}, got {role!r}",
                 param="messages",
             )
-        _validate_content(message.get("content"), index, seen_media)
+        _validate_content(message.get("content"), index, seen_media, text_only_model)
         tool_calls = message.get("tool_calls")
         if tool_calls is not None and not isinstance(tool_calls, list):
             raise RequestError(f"messages[{index}].tool_calls must be a list", param="messages")
     return messages
+
+
+def _text_only_model(config: ReferenceEngineConfig) -> str | None:
+    return config.model if config.text_only else None
 
 
 def parse_chat_request(
@@ -227,7 +243,7 @@ def parse_chat_request(
 ) -> ChatRequest:
     model = _check_model(body, config, convention)
     seen_media: list[SeenMedia] = []
-    messages = _validate_messages(body.get("messages"), seen_media)
+    messages = _validate_messages(body.get("messages"), seen_media, _text_only_model(config))
     stream, include_usage = _stream_settings(body)
     max_tokens = _opt_int(body, "max_tokens", minimum=1)
     # vLLM: max_completion_tokens wins when both are given.
@@ -370,7 +386,7 @@ def parse_tokenize_request(
         raise RequestError("Either 'prompt' or 'messages' must be provided, not both.")
     return TokenizeRequest(
         prompt=_opt_str(body, "prompt"),
-        messages=_validate_messages(body["messages"]) if has_messages else None,
+        messages=_validate_messages(body["messages"], None, _text_only_model(config)) if has_messages else None,
         add_generation_prompt=_opt_bool(body, "add_generation_prompt", True),
         return_token_strs=_opt_bool(body, "return_token_strs", False),
     )

@@ -9,6 +9,7 @@ render (wire), send (stream).
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hmac
 import json
 import logging
@@ -37,7 +38,14 @@ from .protocol import (
 )
 from .prometheus import metrics_handler
 from .responder import decide_thinking, respond
-from .tools import generate_tool_calls, parse_tool_request, plan_tool_answer, tool_call_delta, tool_call_pieces
+from .tools import (
+    generate_tool_calls,
+    parse_tool_request,
+    plan_tool_answer,
+    refuse_without_tool_parser,
+    tool_call_delta,
+    tool_call_pieces,
+)
 from .stream import BatchLoad, ClientGone, EventStream, Pacer, dump_json
 from .tokenizer import ReferenceTokenizer, get_tokenizer
 from .vision import has_media_parts
@@ -185,7 +193,13 @@ class ReferenceEngine:
         thinking = self.hooks.thinking(
             decide_thinking(req.chat_template_kwargs, req.reasoning_effort, self.convention)
         )
-        tools = self.hooks.tool_request(parse_tool_request(req.raw))
+        if not self.config.reasoning:
+            # A model that never reasons: no switch or effort turns it on.
+            thinking = dataclasses.replace(thinking, enabled=False)
+        requested_tools = parse_tool_request(req.raw)
+        if not self.config.tool_parser:
+            refuse_without_tool_parser(requested_tools)
+        tools = self.hooks.tool_request(requested_tools)
         tool_answer = plan_tool_answer(
             req.messages, thinking, tools, call_id_prefix=self.convention.tool_call_id_prefix
         )
@@ -402,6 +416,10 @@ class ReferenceEngine:
         )
         return _json_response({self.convention.detokenize_field: self.tokenizer.decode(req.tokens)})
 
+    async def no_such_route(self, request: web.Request) -> web.Response:
+        # vLLM and SGLang are FastAPI apps: a route they lack is 404 {"detail": "Not Found"}.
+        return _json_response({"detail": "Not Found"}, status=404)
+
     async def tokenizer_json(self, request: web.Request) -> web.Response:
         # The suite can count prompt tokens locally with exactly the server's tokenizer.
         return web.Response(text=self.tokenizer.to_json(), content_type="application/json")
@@ -426,8 +444,12 @@ def build_app(config: ReferenceEngineConfig) -> web.Application:
     app.router.add_get("/v1/models", engine.models)
     app.router.add_post("/v1/chat/completions", engine.chat_completions)
     app.router.add_post("/v1/completions", engine.completions)
-    app.router.add_post("/tokenize", engine.tokenize)
-    app.router.add_post("/detokenize", engine.detokenize)
+    if config.tokenize:
+        app.router.add_post("/tokenize", engine.tokenize)
+        app.router.add_post("/detokenize", engine.detokenize)
+    else:
+        app.router.add_route("*", "/tokenize", engine.no_such_route)
+        app.router.add_route("*", "/detokenize", engine.no_such_route)
     app.router.add_get("/tokenizer.json", engine.tokenizer_json)
     app.router.add_get("/metrics", metrics_handler(engine))
     return app

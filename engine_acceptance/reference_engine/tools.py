@@ -37,6 +37,7 @@ __all__ = [
     "ToolRequest",
     "generate_tool_calls",
     "parse_tool_request",
+    "refuse_without_tool_parser",
     "plan_tool_answer",
     "tool_call_delta",
     "tool_call_pieces",
@@ -94,6 +95,26 @@ def parse_tool_request(body: Mapping[str, Any]) -> ToolRequest | None:
     if parallel is not None and not isinstance(parallel, bool):
         raise RequestError("'parallel_tool_calls' must be a boolean", param="parallel_tool_calls")
     return ToolRequest(tools, descriptions, choice, named, parallel is not False)
+
+
+# vLLM 0.32 (renderers/online_renderer.py) answers these with 400 BadRequestError when the
+# server runs without a tool parser: "auto" needs --enable-auto-tool-choice as well.
+AUTO_NEEDS_PARSER = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+CHOICE_NEEDS_PARSER = "tool_choice={choice} requires --tool-call-parser to be set"
+
+
+def refuse_without_tool_parser(request: ToolRequest | None) -> None:
+    """Raise vLLM's 400 for a request that needs a tool parser the server was started without.
+
+    Called after the request's tools were validated, as vLLM checks the request model first.
+    `tool_choice: "none"` (or no tools at all) needs no parser and passes.
+    """
+    if request is None or request.choice == "none":
+        return
+    if request.choice == "auto":
+        raise RequestError(AUTO_NEEDS_PARSER)
+    described = f'function "{request.named}"' if request.choice == "named" else f'"{request.choice}"'
+    raise RequestError(CHOICE_NEEDS_PARSER.format(choice=described))
 
 
 def _parse_choice(raw: Any, tools: Mapping[str, Any]) -> tuple[str, str | None]:
