@@ -43,8 +43,6 @@ REFERENCE_MODEL_PROFILE = "reference"
 # --reference-serves values: what the built-in engine then does not serve (launcher keyword).
 REFERENCE_LIMITS = {"text-only": ("text_only", True), "no-tool-parser": ("tool_parser", False),
                     "no-tokenize": ("tokenize", False), "no-reasoning": ("reasoning", False)}
-# Upper bound of one capability probe (a few dozen output tokens).
-PROBE_TIMEOUT_S = 120.0
 
 session_key = pytest.StashKey[AcceptanceSession]()
 _expectations_key = pytest.StashKey[list[ExpectedFailure]]()
@@ -73,6 +71,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--expect", action="append", default=[], metavar="CAP[,CAP...]",
                     help="Capabilities the deployment must serve, e.g. tools,image (repeatable; adds to the model "
                          "profile's expect). One that is not served, or whose checks all skip, fails the gate")
+    group.addoption("--probe-timeout", type=float, default=60.0,
+                    help="Seconds one capability probe (a few dozen output tokens) may take before the capability "
+                         "counts as broken (default: 60, at most --request-timeout)")
     group.addoption("--connect-timeout", type=float, default=10.0, help="Seconds to open a connection (default: 10)")
     group.addoption("--idle-timeout", type=float, default=60.0,
                     help="Seconds of silence allowed between two chunks of a reply (default: 60)")
@@ -301,7 +302,7 @@ def _validated_options(config: pytest.Config) -> dict[str, Any]:
     for defect in opt.inject:
         if defect not in DEFECTS:
             raise pytest.UsageError(f"--inject: unknown defect {defect!r}; known: {', '.join(sorted(DEFECTS))}")
-    for name in ("connect_timeout", "idle_timeout", "request_timeout", "readiness_timeout"):
+    for name in ("connect_timeout", "idle_timeout", "request_timeout", "readiness_timeout", "probe_timeout"):
         if getattr(opt, name) <= 0:
             raise pytest.UsageError(f"--{name.replace('_', '-')}: {getattr(opt, name)!r} must be a positive number")
     if opt.startup_timeout < 0:
@@ -373,7 +374,7 @@ def _prepare_session(config: pytest.Config, options: dict[str, Any]) -> Acceptan
         model_profile = choose_model_profile(engine.model, opt.profile)
     except ProfileError as exc:
         raise pytest.UsageError(str(exc)) from exc
-    discovery = _discover_capabilities(engine, engine_profile, options, progress)
+    discovery = _discover_capabilities(engine, engine_profile, options, progress, opt.probe_timeout)
     return AcceptanceSession(
         engine=engine,
         engine_profile=engine_profile,
@@ -439,7 +440,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 
 def _discover_capabilities(engine: Any, engine_profile: Any, options: dict[str, Any],
-                           progress: Any) -> Any:
+                           progress: Any, probe_timeout: float) -> Any:
     """Probe what the deployment serves, once, before any check (in the controller only)."""
     import asyncio
 
@@ -450,8 +451,8 @@ def _discover_capabilities(engine: Any, engine_profile: Any, options: dict[str, 
     timeouts: ClientTimeouts = options["timeouts"]
     # A probe asks for a few dozen tokens: a hang is a finding (broken), not a reason to
     # hold the run for the whole request timeout.
-    probe_timeouts = ClientTimeouts(connect=timeouts.connect, idle=min(timeouts.idle, PROBE_TIMEOUT_S),
-                                    total=min(timeouts.total, PROBE_TIMEOUT_S))
+    probe_timeouts = ClientTimeouts(connect=timeouts.connect, idle=min(timeouts.idle, probe_timeout),
+                                    total=min(timeouts.total, probe_timeout))
     target = EngineTarget(base_url=engine.url, model=engine.model, api_key=options["api_key"], timeouts=probe_timeouts)
     progress("probing what the deployment serves (tools, image, video, reasoning and its switch, /tokenize)")
     found = asyncio.run(discover(target, engine_profile, advertised_context=engine.max_model_len,

@@ -76,7 +76,9 @@ def test_interrupt_leaves_finished_results_and_an_interrupted_verdict(tmp_path: 
     command = [sys.executable, "-m", "pytest", "-c", str(REPO / "pytest.ini"), "--rootdir", str(REPO),
                str(REPO / "tests"), "-p", "no:cacheprovider", "-p", "no:randomly", f"--alluredir={alluredir}",
                f"--gate-json={gate_path}", "-m", "text", "-k", "models_endpoint or reply_has_content",
-               "--inject", "never-answer", "--idle-timeout", "600", "--request-timeout", "600", *extra]
+               "--inject", "never-answer", "--idle-timeout", "600", "--request-timeout", "600",
+               # The capability probes meet the same silence: found broken after 2 s, not 60.
+               "--probe-timeout", "2", *extra]
     with open(tmp_path / "out.txt", "wb") as out:
         suite = subprocess.Popen(command, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     try:

@@ -117,6 +117,10 @@ SHIPPED = {
         "AssertionError: the answer holds no JSON object (the reply was cut at max_tokens): '下面 <document>…'",
         ["AssertionError: in a 4,096-token prompt: the code at 10% depth, jade-10-0-123456, is missing; the answer "
          "was '{}'"]),
+    "gemma3-270m-vllm-cpu.yaml#5": (
+        "AssertionError: no Python code defining unique_sorted in the reply: '编写Python函数unique_sorted(values)…'",
+        ["Failed: non-streamed request to http://127.0.0.1:8011/v1/chat/completions failed: timeout: total timeout",
+         "AssertionError: the code fails the allow-list and was not run: imports are not allowed"]),
     "seed-001-media.yaml#0": (
         "AssertionError: pure-red-512.png is one single colour, red (红/紅/red); the answer names ['black']: '1. 黑色'",
         ["AssertionError: pure-red-512.png is one single colour, red (红/紅/red); the answer names ['white']: '白色'",

@@ -101,7 +101,7 @@ async def test_mixed_traffic_soak_has_no_failed_request_and_no_rising_error_rate
     settings: SoakSettings = pytestconfig.stash[soak_settings_key]
     notes = []
     if settings.image_share > 0 and not model_profile.has("image"):
-        notes.append(f"text only, no image requests: {model_profile.lacks_reason('image')}")
+        notes.append(f"text only, no image requests: {acceptance.skip_reason('image')}")
         settings = dataclasses.replace(settings, image_share=0.0)
     texts, image = _bodies(prompts, acceptance.engine.model, model_profile.reply_tokens)
     metrics_path = engine_profile.features.get("metrics_endpoint")
