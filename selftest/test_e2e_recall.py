@@ -8,8 +8,6 @@ difference or the wrong character. Runs go through ``pytester`` in a subprocess.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -27,15 +25,6 @@ ACCOUNTING = {
 }
 ALL_RECALL = FIELD_KEYS | ACCOUNTING | {
     MILLION_CODES, "test_recall.py::test_field_extraction_control_without_the_key_answers_not_found"}
-
-
-@pytest.fixture(scope="module")
-def tokenizer_json(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The reference engine's tokenizer.json, exported the way a user would."""
-    path = tmp_path_factory.mktemp("tokenizer") / "tokenizer.json"
-    subprocess.run([sys.executable, "-m", "engine_acceptance.reference_engine", "--export-tokenizer", str(path)],
-                   check=True, timeout=60)
-    return path
 
 
 def test_clean_engine_passes_the_32k_and_million_token_checks(pytester: pytest.Pytester) -> None:

@@ -13,8 +13,6 @@ skipped, saying why; with neither, both are skipped, saying why.
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -36,15 +34,6 @@ ACCOUNTING = CHAT | COMPLETION
 NO_TOKENIZE = "--reference-serves=no-tokenize"
 NEITHER = ("neither the engine's /tokenize nor a local tokenizer (--tokenizer PATH, the model's tokenizer.json) "
            "is available to count the prompt's tokens")
-
-
-@pytest.fixture(scope="module")
-def tokenizer_json(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The reference engine's tokenizer.json, exported the way a user would."""
-    path = tmp_path_factory.mktemp("tokenizer") / "tokenizer.json"
-    subprocess.run([sys.executable, "-m", "engine_acceptance.reference_engine", "--export-tokenizer", str(path)],
-                   check=True, timeout=60)
-    return path
 
 
 def _completion_prompt_tokens() -> int:
