@@ -7,6 +7,7 @@ clients, reporting) that are tested without pytest.
 from __future__ import annotations
 
 import os
+import secrets
 import sys
 import urllib.parse
 from pathlib import Path
@@ -334,6 +335,12 @@ def _prepare_session(config: pytest.Config, options: dict[str, Any]) -> Acceptan
     if url is None:
         from engine_acceptance.reference_engine.launcher import start_reference_engine
 
+        if options["api_key"] is None:
+            # The built-in engine always requires a key, so the authentication checks run on
+            # it (and `--inject auth-ignored` fails the default command) instead of skipping
+            # for want of a key. It is random, lives only as long as the run, and is redacted
+            # from reports like any key.
+            options["api_key"] = secrets.token_urlsafe(24)
         try:
             limits = dict(REFERENCE_LIMITS[name] for name in opt.reference_serves)
             if opt.reference_model:

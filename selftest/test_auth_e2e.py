@@ -1,8 +1,10 @@
 """End to end: the API-key checks (tests/test_auth.py) pass, skip and fail when they should.
 
 With a key the reference engine refuses requests without it (401), so the checks
-pass; without a configured key they are skipped with the reason; and an engine
-that ignores the key (defect ``auth-ignored``) fails exactly the refusal checks.
+pass; an external engine given without a key gets the checks skipped with the reason;
+the built-in engine always has a key (a random one when none is given), so the default
+command tests authentication; and an engine that ignores the key (defect
+``auth-ignored``) fails exactly the refusal checks, with or without ``--api-key``.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ import json
 
 import pytest
 from suite_runner import failed, run_suite
+
+from engine_acceptance.reference_engine.launcher import start_reference_engine
 
 pytestmark = pytest.mark.e2e
 
@@ -39,10 +43,12 @@ def test_engine_that_requires_the_key_passes_and_the_key_stays_out_of_the_report
     assert gate["by_capability"]["auth"]["passed"] == 6
 
 
-def test_without_a_configured_key_the_checks_are_skipped_with_the_reason(pytester: pytest.Pytester,
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+def test_external_engine_without_a_configured_key_gets_the_checks_skipped_with_the_reason(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ENGINE_API_KEY", raising=False)
-    result, outcomes = run_suite(pytester, "-m", "auth", "-rs")
+    # An engine started without a key may be open on purpose: nothing to refuse, nothing to test.
+    with start_reference_engine() as engine:
+        result, outcomes = run_suite(pytester, f"--engine-url={engine.url}", "-m", "auth", "-rs")
     assert outcomes == {test_id: "skipped" for test_id in REFUSALS | RIGHT_KEY}
     result.stdout.fnmatch_lines(["*no API key is configured (--api-key or $ENGINE_API_KEY)*"])
     # A run of nothing but skips tested nothing: the gate says so rather than pass.
@@ -60,3 +66,14 @@ def test_engine_that_ignores_the_key_fails_the_refusal_checks(pytester: pytest.P
         "*GET /v1/models with a wrong API key was answered HTTP 200, not 401/403*",
     ])
     assert SECRET not in result.stdout.str()
+
+
+def test_built_in_engine_without_a_given_key_still_tests_authentication(pytester: pytest.Pytester,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ENGINE_API_KEY", raising=False)
+    result, outcomes = run_suite(pytester, "-m", "auth")
+    assert outcomes == {test_id: "passed" for test_id in REFUSALS | RIGHT_KEY}, result.stdout.str()[-3000:]
+    assert result.ret == 0
+    result, outcomes = run_suite(pytester, "-m", "auth", "--inject", "auth-ignored")
+    assert failed(outcomes) == REFUSALS, result.stdout.str()[-3000:]
+    assert result.ret == 1
