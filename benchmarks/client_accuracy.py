@@ -32,12 +32,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine_acceptance.client import ClientTimeouts, EngineTarget
-from engine_acceptance.loadgen import Cell, LoadGenerator, PromptIds, analyse_round, build_bodies
-from engine_acceptance.metrics import percentile
+from engine_acceptance.wire.client import ClientTimeouts, EngineTarget
+from engine_acceptance.load.generator import Cell, LoadGenerator, PromptIds, analyse_round, build_bodies
+from engine_acceptance.load.metrics import percentile
 from engine_acceptance.reference_engine.config import LatencyModel
 from engine_acceptance.reference_engine.launcher import start_reference_engine
-from engine_acceptance.timing_truth import true_timing
+from engine_acceptance.load.timing_truth import true_timing
 
 TTFT_MS, TPOT_MS, INPUT, OUTPUT = 50.0, 10.0, 128, 128
 ACCURACY_CELLS = ((1, 8), (32, 64), (256, 512))  # (concurrency, requests per round)

@@ -12,14 +12,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from engine_acceptance.capabilities import CapabilityPlan, effective_profile, plan_capabilities
-from engine_acceptance.client import ClientTimeouts, EngineTarget
-from engine_acceptance.profiles import EngineProfile, ModelProfile, load_engine_profile, load_model_profile
-from engine_acceptance.readiness import EngineInfo
-from engine_acceptance.redaction import Redactor
+from engine_acceptance.profiles.capabilities import CapabilityPlan, effective_profile, plan_capabilities
+from engine_acceptance.wire.client import ClientTimeouts, EngineTarget
+from engine_acceptance.profiles.profile import EngineProfile, ModelProfile, load_engine_profile, load_model_profile
+from engine_acceptance.wire.readiness import EngineInfo
+from engine_acceptance.wire.redaction import Redactor
 
 if TYPE_CHECKING:
-    from engine_acceptance.discovery import Discovery
+    from engine_acceptance.wire.discovery import Discovery
 
 __all__ = ["AcceptanceSession", "ReferenceTarget"]
 
@@ -149,7 +149,7 @@ class AcceptanceSession:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "AcceptanceSession":
-        from engine_acceptance.discovery import Discovery
+        from engine_acceptance.wire.discovery import Discovery
 
         return cls(
             engine=EngineInfo.from_dict(data["engine"]),

@@ -20,9 +20,9 @@ from typing import Any
 import allure
 import pytest
 
-from engine_acceptance.checks import short
-from engine_acceptance.client import EngineTarget, Exchange, RawStreamingClient
-from engine_acceptance.reporting import attach_exchange
+from engine_acceptance.assertions import short
+from engine_acceptance.wire.client import EngineTarget, Exchange, RawStreamingClient
+from engine_acceptance.pytest_plugin.allure_report import attach_exchange
 from engine_acceptance.session import AcceptanceSession
 
 pytestmark = [pytest.mark.auth]

@@ -2,7 +2,7 @@
 
 The reply's code is extracted, checked against the allow-list first (code that fails
 it is a failure with every reason, and is never run), then run in the sandbox
-(:mod:`engine_acceptance.sandbox`: separate ``python -I``, no credentials, rlimits,
+(:mod:`engine_acceptance.sandbox.runner`: separate ``python -I``, no credentials, rlimits,
 private temp dir, Landlock where the kernel has it) on hidden cases. The verdict
 comes from the sandbox's structured result: every case must return the expected new
 list and leave its input unchanged.
@@ -16,10 +16,10 @@ from typing import Any
 import allure
 import pytest
 
-from engine_acceptance.checks import reply_of, short
-from engine_acceptance.code_extraction import check_function_source, extract_code
-from engine_acceptance.reporting import attach_json
-from engine_acceptance.sandbox import CaseRun, run_function
+from engine_acceptance.assertions import reply_of, short
+from engine_acceptance.sandbox.code_extraction import check_function_source, extract_code
+from engine_acceptance.pytest_plugin.allure_report import attach_json
+from engine_acceptance.sandbox.runner import CaseRun, run_function
 
 pytestmark = [pytest.mark.code_exec, pytest.mark.requires("code")]
 

@@ -23,11 +23,11 @@ from typing import Any
 import pytest
 import yaml
 
-from engine_acceptance import media
-from engine_acceptance.client import Exchange
-from engine_acceptance.media_checks import attach_media, media_part, refusal_problem, user_turn
-from engine_acceptance.profiles import EngineProfile
-from engine_acceptance.reporting import attach_json
+from engine_acceptance.media import library as media
+from engine_acceptance.wire.client import Exchange
+from engine_acceptance.media.messages import attach_media, media_part, refusal_problem, user_turn
+from engine_acceptance.profiles.profile import EngineProfile
+from engine_acceptance.pytest_plugin.allure_report import attach_json
 from fixtures.engine import PROMPTS_DIR
 
 pytestmark = [pytest.mark.corrupt_media]

@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 import yaml
 
-from engine_acceptance import media
-from engine_acceptance.checks import reply_of, short
-from engine_acceptance.media_checks import (
+from engine_acceptance.media import library as media
+from engine_acceptance.assertions import reply_of, short
+from engine_acceptance.media.messages import (
     COLOR_WORDS,
     attach_media,
     colors_named,

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 import allure
 import pytest
 
-from engine_acceptance.media_load import (
+from engine_acceptance.load.media_load import (
     CACHE_NOTE,
     MediaCell,
     media_settings_key,
@@ -27,7 +27,7 @@ from engine_acceptance.media_load import (
     measure_media_cell,
     select_media_cells,
 )
-from engine_acceptance.reporting import attach_json
+from engine_acceptance.pytest_plugin.allure_report import attach_json
 
 pytestmark = [pytest.mark.throughput]
 

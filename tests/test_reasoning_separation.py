@@ -12,7 +12,7 @@ from __future__ import annotations
 import allure
 import pytest
 
-from engine_acceptance.checks import markers_found, reply_of, short
+from engine_acceptance.assertions import markers_found, reply_of, short
 
 pytestmark = [pytest.mark.text, pytest.mark.streaming]
 

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import pytest
 
-from engine_acceptance.checks import short
-from engine_acceptance.reassembly import Reply
-from engine_acceptance.recall_answers import code_problems, codes_in, json_codes
+from engine_acceptance.assertions import short
+from engine_acceptance.wire.reassembly import Reply
+from engine_acceptance.recall.answers import code_problems, codes_in, json_codes
 from fixtures.recall import FIELD_KEYS, NO_COUNT_REASON, RecallRun, field_case, field_prefix, million_case
 
 

@@ -8,7 +8,7 @@ when its engine profile names a Prometheus ``metrics_endpoint`` that answers. An
 failed request fails the soak; a rising error rate is named. A model without the
 image capability gets text only, and the report says why. Ctrl-C (or SIGTERM) ends
 the soak early: the report is written, then the run stops as interrupted.
-The pacing and the report are :mod:`engine_acceptance.soak`.
+The pacing and the report are :mod:`engine_acceptance.load.soak`.
 """
 
 from __future__ import annotations
@@ -26,13 +26,15 @@ import allure
 import pytest
 import yaml
 
-from engine_acceptance import interrupts, media
-from engine_acceptance.client import RawStreamingClient
-from engine_acceptance.media_checks import image_part, user_turn
-from engine_acceptance.profiles import DATA_ROOT
+from engine_acceptance.pytest_plugin import interrupts
+
+from engine_acceptance.media import library as media
+from engine_acceptance.wire.client import RawStreamingClient
+from engine_acceptance.media.messages import image_part, user_turn
+from engine_acceptance.profiles.profile import DATA_ROOT
 from engine_acceptance.progress import Write, terminal_writer
-from engine_acceptance.reporting import attach_json
-from engine_acceptance.soak import SoakReport, SoakSettings, parse_prometheus, pick_series, run_soak, soak_settings_key
+from engine_acceptance.pytest_plugin.allure_report import attach_json
+from engine_acceptance.load.soak import SoakReport, SoakSettings, parse_prometheus, pick_series, run_soak, soak_settings_key
 
 pytestmark = [
     pytest.mark.soak,

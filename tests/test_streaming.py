@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine_acceptance.checks import reply_of
+from engine_acceptance.assertions import reply_of
 
 pytestmark = [pytest.mark.streaming]
 

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from engine_acceptance.checks import integers_in, reply_of, short
+from engine_acceptance.assertions import integers_in, reply_of, short
 
 pytestmark = [pytest.mark.text]
 

@@ -20,9 +20,9 @@ from typing import Any
 import allure
 import pytest
 
-from engine_acceptance.checks import integers_in, markers_found, reply_of, short
-from engine_acceptance.profiles import ModelProfile
-from engine_acceptance.request_options import with_reasoning_effort, with_thinking_mode
+from engine_acceptance.assertions import integers_in, markers_found, reply_of, short
+from engine_acceptance.profiles.profile import ModelProfile
+from engine_acceptance.profiles.request_options import with_reasoning_effort, with_thinking_mode
 
 pytestmark = [pytest.mark.thinking]
 

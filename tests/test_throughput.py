@@ -22,10 +22,10 @@ from dataclasses import dataclass
 import allure
 import pytest
 
-from engine_acceptance.charts import workload_chart_png
-from engine_acceptance.loadgen import Cell, CellResult, PromptSource, measure_cell
-from engine_acceptance.reporting import attach_json
-from engine_acceptance.throughput_checks import (
+from engine_acceptance.load.charts import workload_chart_png
+from engine_acceptance.load.generator import Cell, CellResult, PromptSource, measure_cell
+from engine_acceptance.pytest_plugin.allure_report import attach_json
+from engine_acceptance.load.validity import (
     Recount,
     count_notes,
     error_problems,
@@ -33,10 +33,10 @@ from engine_acceptance.throughput_checks import (
     input_tokens_summary,
     length_problems,
 )
-from engine_acceptance.throughput_gate import check_thresholds, compare_with_baseline
-from engine_acceptance.throughput_prompts import NO_TOKEN_IDS_REASON, TextPrompts, recount_prompt_tokens
-from engine_acceptance.throughput_report import table_html, table_lines
-from engine_acceptance.throughput_settings import select_cells, settings_key
+from engine_acceptance.load.gate import check_thresholds, compare_with_baseline
+from engine_acceptance.load.prompts import NO_TOKEN_IDS_REASON, TextPrompts, recount_prompt_tokens
+from engine_acceptance.load.report import table_html, table_lines
+from engine_acceptance.load.settings import select_cells, settings_key
 
 pytestmark = [pytest.mark.throughput]
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from engine_acceptance.checks import integers_in, markers_found, reply_of, short
-from engine_acceptance.reassembly import Reply, ToolCall
-from engine_acceptance.tool_schemas import argument_problems, load_tool
+from engine_acceptance.assertions import integers_in, markers_found, reply_of, short
+from engine_acceptance.wire.reassembly import Reply, ToolCall
+from engine_acceptance.profiles.tool_schemas import argument_problems, load_tool
 
 pytestmark = [pytest.mark.tools, pytest.mark.requires("tools")]
 

@@ -2,7 +2,7 @@
 
 The recall checks compare ``usage.prompt_tokens`` with the engine's own count for a
 long prompt; these do it for ordinary requests, with the same code
-(:mod:`engine_acceptance.token_count`): a chat conversation (a system message and
+(:mod:`engine_acceptance.wire.token_count`): a chat conversation (a system message and
 two user turns), streamed (``stream_options.include_usage``) and not, and a plain
 ``/v1/completions`` prompt. Any difference fails, naming both numbers: an engine
 that bills one token too many per request is off by millions a day.
@@ -37,12 +37,12 @@ from typing import Any
 import allure
 import pytest
 
-from engine_acceptance.checks import reply_of
-from engine_acceptance.plugin import tokenizer_key
-from engine_acceptance.reassembly import Reply
-from engine_acceptance.reporting import attach_exchange, attach_json
+from engine_acceptance.assertions import reply_of
+from engine_acceptance.pytest_plugin.plugin import tokenizer_key
+from engine_acceptance.wire.reassembly import Reply
+from engine_acceptance.pytest_plugin.allure_report import attach_exchange, attach_json
 from engine_acceptance.session import AcceptanceSession
-from engine_acceptance.token_count import LocalTokenCounter, PromptAccounting, ServerTokenCounter, TokenCountError
+from engine_acceptance.wire.token_count import LocalTokenCounter, PromptAccounting, ServerTokenCounter, TokenCountError
 
 pytestmark = [pytest.mark.text]
 

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 import yaml
 
-from engine_acceptance import media
-from engine_acceptance.checks import reply_of, short
-from engine_acceptance.media_checks import attach_media, colors_named, media_part, user_turn
-from engine_acceptance.profiles import EngineProfile
+from engine_acceptance.media import library as media
+from engine_acceptance.assertions import reply_of, short
+from engine_acceptance.media.messages import attach_media, colors_named, media_part, user_turn
+from engine_acceptance.profiles.profile import EngineProfile
 from fixtures.engine import PROMPTS_DIR
 
 pytestmark = [pytest.mark.video, pytest.mark.requires("video")]

@@ -1,0 +1,1 @@
+"""Two engines side by side on the identical request set, as the field reports compare them."""

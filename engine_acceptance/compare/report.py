@@ -1,0 +1,469 @@
+"""The engine comparison's tables, from the files each engine's runs left behind.
+
+:mod:`engine_acceptance.compare.run` runs the suite once per engine and leaves, per
+engine and phase, ``gate.json`` (counts by capability), ``junit.xml`` (every check's
+outcome and its recorded figures: thinking counts and E2E, recall TTFT, media
+throughput, the soak) and ``throughput.json`` (every round of the fixed-length
+load). This module reads them (:func:`load_engine`) and renders the seeds' tables
+with one column per engine (:func:`build_tables`): throughput per shape and
+concurrency, media throughput, functional pass counts by capability, thinking modes,
+recall TTFT and the soak, as Markdown, CSV and HTML, and an Allure result carrying them.
+
+Each figure is the median of rounds with the rounds' min-max, as measured. Another
+engine's figure is given as a ratio to the base engine's; when the two min-max
+ranges overlap the note says so and no winner is claimed, and one value each (a
+single request or round) claims none either.
+"""
+
+from __future__ import annotations
+
+import csv
+import html
+import io
+import json
+import time
+import uuid
+import xml.etree.ElementTree as ET
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from engine_acceptance.load.media_load import CACHE_NOTE
+from engine_acceptance.load.metrics import HIGHER_IS_BETTER
+
+__all__ = [
+    "EngineResults",
+    "Figure",
+    "Table",
+    "build_tables",
+    "compare_figures",
+    "load_engine",
+    "render_csv",
+    "render_html",
+    "render_markdown",
+    "write_allure_result",
+]
+
+THROUGHPUT_METRICS = (
+    ("output_tok_s", "output tok/s"),
+    ("p95_ttft_ms", "P95 TTFT ms"),
+    ("p95_tpot_ms", "P95 TPOT ms"),
+    ("p95_e2e_ms", "P95 E2E ms"),
+)
+MEDIA_METRICS = (("request_per_s", "req/s"), ("p50_e2e_ms", "median E2E ms"))
+OUTCOME_KINDS = ("passed", "failed", "known_defect", "stale_record", "skipped")
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One engine's value in a table cell: the median, and the range of the values behind it."""
+
+    median: float | None
+    low: float | None = None
+    high: float | None = None
+    values: int = 1
+
+    @classmethod
+    def from_spread(cls, spread: dict[str, Any] | None) -> "Figure":
+        if not spread:
+            return cls(None)
+        present = [v for v in spread.get("rounds") or [] if v is not None]
+        return cls(spread.get("median"), spread.get("min"), spread.get("max"), len(present) or 1)
+
+    @classmethod
+    def from_values(cls, values: Sequence[float]) -> "Figure":
+        ordered = sorted(values)
+        if not ordered:
+            return cls(None)
+        middle = len(ordered) // 2
+        median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
+        return cls(median, ordered[0], ordered[-1], len(ordered))
+
+    def text(self) -> str:
+        if self.median is None:
+            return "-"
+        if self.values < 2 or self.low == self.high:
+            return f"{self.median:.4g}"
+        return f"{self.median:.4g} [{self.low:.4g}–{self.high:.4g}]"
+
+
+def compare_figures(base: Figure, other: Figure, *, higher_is_better: bool, other_name: str,
+                    base_name: str) -> tuple[float | None, str]:
+    """``other / base`` and the note on it: overlapping ranges (or single values) claim no winner."""
+    if base.median is None or other.median is None:
+        return None, "not measured on both"
+    ratio = other.median / base.median if base.median else None
+    if base.values < 2 or other.values < 2:
+        return ratio, "one value each: no range, no winner claimed"
+    if base.low <= other.high and other.low <= base.high:  # type: ignore[operator]
+        return ratio, "ranges overlap: no winner"
+    other_better = (other.median > base.median) == higher_is_better
+    return ratio, f"ranges apart: {other_name if other_better else base_name} better"
+
+
+@dataclass
+class EngineResults:
+    """Everything one engine's runs left behind, read back."""
+
+    name: str
+    label: str
+    facts: dict[str, str] = field(default_factory=dict)
+    by_capability: dict[str, dict[str, int]] = field(default_factory=dict)
+    outcomes: dict[str, str] = field(default_factory=dict)
+    properties: dict[str, dict[str, str]] = field(default_factory=dict)
+    throughput: dict[str, dict[str, Any]] = field(default_factory=dict)
+    exit_codes: dict[str, int | None] = field(default_factory=dict)
+
+    def property_rows(self, name: str) -> dict[str, str]:
+        """Test id -> the value of property ``name``, for every check that recorded it."""
+        return {nodeid: props[name] for nodeid, props in self.properties.items() if name in props}
+
+
+def _junit(path: Path) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+    outcomes: dict[str, str] = {}
+    properties: dict[str, dict[str, str]] = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        nodeid = f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}"
+        children = {child.tag: child for child in case}
+        if "failure" in children or "error" in children:
+            outcome = "failed"
+        elif "skipped" in children:
+            outcome = "known_defect" if children["skipped"].get("type") == "pytest.xfail" else "skipped"
+        else:
+            outcome = "passed"
+        outcomes[nodeid] = outcome
+        props = {p.get("name", ""): p.get("value", "") for p in case.iter("property")}
+        if props:
+            properties[nodeid] = props
+    return outcomes, properties
+
+
+def load_engine(name: str, label: str, directory: Path, phases: Sequence[str],
+                exit_codes: dict[str, int | None] | None = None) -> EngineResults:
+    """Read ``directory/<phase>/{gate.json,junit.xml,throughput.json}`` of every phase that ran."""
+    result = EngineResults(name, label, exit_codes=dict(exit_codes or {}))
+    for phase in phases:
+        folder = directory / phase
+        gate_path, junit_path, throughput_path = (folder / "gate.json", folder / "junit.xml",
+                                                  folder / "throughput.json")
+        if gate_path.is_file():
+            gate = json.loads(gate_path.read_text(encoding="utf-8"))
+            result.facts = result.facts or dict(gate.get("engine") or {})
+            for capability, counts in (gate.get("by_capability") or {}).items():
+                row = result.by_capability.setdefault(capability, {kind: 0 for kind in OUTCOME_KINDS})
+                for kind in OUTCOME_KINDS:
+                    row[kind] += int(counts.get(kind, 0))
+        if junit_path.is_file():
+            outcomes, properties = _junit(junit_path)
+            result.outcomes.update(outcomes)
+            result.properties.update(properties)
+        if throughput_path.is_file():
+            document = json.loads(throughput_path.read_text(encoding="utf-8"))
+            for cell in document.get("cells", []):
+                result.throughput[cell["key"]] = cell
+    return result
+
+
+@dataclass
+class Table:
+    """A titled table: header, rows of text, and long-format rows for the CSV."""
+
+    title: str
+    header: list[str]
+    rows: list[list[str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    csv_rows: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _ratio_text(ratio: float | None) -> str:
+    return "-" if ratio is None else f"{ratio:.2f}x"
+
+
+def _figure_table(title: str, metric: str, row_keys: Sequence[tuple[str, ...]],
+                  row_header: Sequence[str], figures: dict[str, dict[tuple[str, ...], Figure]],
+                  engines: Sequence[EngineResults], base: EngineResults, notes: Sequence[str] = ()) -> Table:
+    """Rows of one metric: one column per engine, then each other engine's ratio to the base, then notes."""
+    higher = metric in HIGHER_IS_BETTER
+    others = [e for e in engines if e is not base]
+    header = [*row_header, *(e.name for e in engines), *(f"{e.name} / {base.name}" for e in others), "note"]
+    table = Table(title, header, notes=list(notes))
+    for key in row_keys:
+        cells = {e.name: figures[e.name].get(key, Figure(None)) for e in engines}
+        row = "@".join(key)
+        for engine in engines:
+            fig = cells[engine.name]
+            table.csv_rows.append({"table": title, "row": row, "metric": metric, "engine": engine.name,
+                                   "median": fig.median, "min": fig.low, "max": fig.high, "values": fig.values})
+        ratios, remarks = [], []
+        for other in others:
+            ratio, remark = compare_figures(cells[base.name], cells[other.name], higher_is_better=higher,
+                                            other_name=other.name, base_name=base.name)
+            ratios.append(_ratio_text(ratio))
+            remarks.append(remark if len(others) == 1 else f"{other.name}: {remark}")
+            table.csv_rows.append({"table": title, "row": row, "metric": metric, "engine": other.name,
+                                   "base": base.name, "ratio_to_base": ratio, "note": remark})
+        table.rows.append([*key, *(cells[e.name].text() for e in engines), *ratios, "; ".join(remarks)])
+    return table
+
+
+def _cell_order(keys: Sequence[str]) -> list[str]:
+    """Cell keys (``128/128@4``, ``image-512@4``) by first appearance of the workload, then concurrency."""
+    order: dict[str, int] = {}
+    for key in keys:
+        order.setdefault(key.rsplit("@", 1)[0], len(order))
+    return sorted(set(keys), key=lambda k: (order[k.rsplit("@", 1)[0]], int(k.rsplit("@", 1)[1])))
+
+
+def _throughput_tables(engines: Sequence[EngineResults], base: EngineResults) -> list[Table]:
+    keys = _cell_order([key for e in engines for key in e.throughput])
+    if not keys:
+        return []
+    tables = []
+    for metric, label in THROUGHPUT_METRICS:
+        figures = {e.name: {tuple(k.rsplit("@", 1)): Figure.from_spread(e.throughput[k]["summary"]["metrics"].get(metric))
+                            for k in e.throughput} for e in engines}
+        tables.append(_figure_table(
+            f"Throughput, fixed length on /v1/completions: {label}", metric,
+            [tuple(k.rsplit("@", 1)) for k in keys], ["input/output tokens", "concurrency"], figures, engines, base,
+            notes=["Median of rounds [min–max across rounds]; per round P95 over that round's requests, never pooled."]))
+    return tables
+
+
+def _media_tables(engines: Sequence[EngineResults], base: EngineResults) -> list[Table]:
+    per_engine: dict[str, dict[str, dict[str, Any]]] = {}
+    for engine in engines:
+        cells: dict[str, dict[str, Any]] = {}
+        for value in engine.property_rows("media_throughput").values():
+            cells.update(json.loads(value))
+        per_engine[engine.name] = cells
+    keys = _cell_order([key for cells in per_engine.values() for key in cells])
+    if not keys:
+        return []
+    tables = []
+    for metric, label in MEDIA_METRICS:
+        figures = {name: {tuple(k.rsplit("@", 1)): Figure.from_spread(cells[k].get(metric)) for k in cells}
+                   for name, cells in per_engine.items()}
+        tables.append(_figure_table(f"Media throughput, streamed chat: {label}", metric,
+                                    [tuple(k.rsplit("@", 1)) for k in keys], ["input", "concurrency"], figures,
+                                    engines, base, notes=[CACHE_NOTE]))
+    return tables
+
+
+def _count_text(counts: dict[str, int] | None) -> str:
+    if not counts:
+        return "-"
+    ran = counts["passed"] + counts["failed"] + counts["known_defect"] + counts["stale_record"]
+    text = f"{counts['passed']}/{ran}" if ran else "0/0"
+    extras = [f"{counts[k]} {label}" for k, label in (("known_defect", "known"), ("stale_record", "stale"),
+                                                       ("skipped", "skipped")) if counts[k]]
+    return text + (f" ({', '.join(extras)})" if extras else "")
+
+
+def _functional_table(engines: Sequence[EngineResults]) -> Table | None:
+    capabilities: list[str] = []
+    for engine in engines:
+        capabilities += [c for c in engine.by_capability if c not in capabilities]
+    if not capabilities:
+        return None
+    title = "Checks passed by capability"
+    table = Table(title, ["capability", *(e.name for e in engines), "same counts"],
+                  notes=["passed/ran; known = expected-failure records matched; skipped checks are not run "
+                         "(capability not in the model profile, or not selected)."])
+    for capability in capabilities:
+        counts = [e.by_capability.get(capability) for e in engines]
+        same = "yes" if all(c == counts[0] for c in counts) else "no"
+        table.rows.append([capability, *(_count_text(c) for c in counts), same])
+        for engine, c in zip(engines, counts):
+            table.csv_rows.append({"table": title, "row": capability, "metric": "checks", "engine": engine.name,
+                                   **{k: (c or {}).get(k, 0) for k in OUTCOME_KINDS}})
+    ids = sorted({nodeid for e in engines for nodeid in e.outcomes})
+    differing = [nodeid for nodeid in ids if len({e.outcomes.get(nodeid, "not run") for e in engines}) > 1]
+    if differing:
+        def ended(nodeid: str) -> str:
+            return ", ".join(f"{e.name} {e.outcomes.get(nodeid, 'not run')}" for e in engines)
+
+        table.notes.append(f"{len(differing)} of {len(ids)} checks ended differently: " + "; ".join(
+            f"{nodeid.split('::', 1)[-1]} ({ended(nodeid)})" for nodeid in differing[:20])
+            + (" …" if len(differing) > 20 else ""))
+    elif ids:
+        table.notes.append(f"Every one of the {len(ids)} checks ended the same way on every engine.")
+    return table
+
+
+def _mode_of(nodeid: str) -> str:
+    return nodeid.rsplit("[", 1)[-1].rstrip("]") if "[" in nodeid else nodeid.split("::")[-1]
+
+
+def _thinking_table(engines: Sequence[EngineResults], base: EngineResults) -> Table | None:
+    rows: dict[str, dict[str, tuple[str, Figure]]] = {}
+    for engine in engines:
+        correct = engine.property_rows("thinking_correct")
+        for nodeid, e2e in engine.property_rows("thinking_e2e_s").items():
+            rows.setdefault(_mode_of(nodeid), {})[engine.name] = (
+                correct.get(nodeid, "-"), Figure.from_values([float(v) for v in json.loads(e2e)]))
+    if not rows:
+        return None
+    others = [e for e in engines if e is not base]
+    title = "Thinking modes, the 240 question"
+    table = Table(title, ["mode", *(f"{e.name} correct" for e in engines), *(f"{e.name} E2E s" for e in engines),
+                          *(f"{e.name} / {base.name} E2E" for e in others), "note"],
+                  notes=["E2E: median of the mode's requests [min–max]; wrong answers count in the time, as in "
+                         "seed 001."])
+    for mode in sorted(rows, key=lambda m: ("disabled", "adaptive", "enabled").index(m)
+                       if m in ("disabled", "adaptive", "enabled") else 9):
+        cells = rows[mode]
+        empty = ("-", Figure(None))
+        for engine in engines:
+            correct, fig = cells.get(engine.name, empty)
+            table.csv_rows.append({"table": title, "row": mode, "metric": "e2e_s", "engine": engine.name,
+                                   "median": fig.median, "min": fig.low, "max": fig.high, "values": fig.values,
+                                   "correct": correct})
+        ratios, remarks = [], []
+        for other in others:
+            ratio, remark = compare_figures(cells.get(base.name, empty)[1], cells.get(other.name, empty)[1],
+                                            higher_is_better=False, other_name=other.name, base_name=base.name)
+            ratios.append(_ratio_text(ratio))
+            remarks.append(remark if len(others) == 1 else f"{other.name}: {remark}")
+            table.csv_rows.append({"table": title, "row": mode, "metric": "e2e_s", "engine": other.name,
+                                   "base": base.name, "ratio_to_base": ratio, "note": remark})
+        table.rows.append([mode, *(cells.get(e.name, empty)[0] for e in engines),
+                           *(cells.get(e.name, empty)[1].text() for e in engines), *ratios, "; ".join(remarks)])
+    return table
+
+
+def _recall_table(engines: Sequence[EngineResults], base: EngineResults) -> Table | None:
+    figures = {e.name: {(nodeid.split("::", 1)[-1],): Figure(float(v)) for nodeid, v in
+                        e.property_rows("ttft_s").items()} for e in engines}
+    keys = sorted({key for per in figures.values() for key in per})
+    if not keys:
+        return None
+    return _figure_table("Long-context recall: TTFT s (one streamed request per check)", "ttft_s", keys,
+                         ["check"], figures, engines, base)
+
+
+def _soak_table(engines: Sequence[EngineResults]) -> Table | None:
+    soaks = {}
+    for engine in engines:
+        values = list(engine.property_rows("soak").values())
+        if values:
+            soaks[engine.name] = json.loads(values[0])
+    if not soaks:
+        return None
+    title = "Soak: mixed traffic observation window"
+    table = Table(title, ["figure", *(e.name for e in engines)],
+                  notes=["An observation window per engine, as seed 001 kept it: not a capacity figure, and no "
+                         "winner is claimed."])
+    for key, label in (("minutes_observed", "minutes observed"), ("requests", "requests"),
+                       ("image_requests", "with an image"), ("failures", "failed"), ("p50_e2e_ms", "E2E median ms"),
+                       ("p95_e2e_ms", "E2E P95 ms"), ("late_requests", "sent late (all workers busy)"),
+                       ("rising_error_rate", "rising error rate"), ("ended_early", "ended early")):
+        values = []
+        for engine in engines:
+            value = soaks.get(engine.name, {}).get(key)
+            values.append("-" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value))
+            table.csv_rows.append({"table": title, "row": label, "metric": key, "engine": engine.name,
+                                   "median": value})
+        table.rows.append([label, *values])
+    return table
+
+
+def build_tables(engines: Sequence[EngineResults], base: EngineResults) -> list[Table]:
+    """Every table the runs have data for, in the seeds' order."""
+    tables: list[Table | None] = [*_throughput_tables(engines, base), *_media_tables(engines, base),
+                                  _functional_table(engines), _thinking_table(engines, base),
+                                  _recall_table(engines, base), _soak_table(engines)]
+    return [t for t in tables if t is not None]
+
+
+def _engines_table(engines: Sequence[EngineResults]) -> Table:
+    table = Table("Engines", ["engine", "target", "detected", "model", "profiles (engine / model)",
+                              "runs (exit code)"])
+    for engine in engines:
+        facts = engine.facts
+        detected = f"{facts.get('engine.kind', '?')} {facts.get('engine.version', '')}".strip()
+        runs = ", ".join(f"{phase} {code if code is not None else 'not run'}" for phase, code in engine.exit_codes.items())
+        table.rows.append([engine.name, engine.label, detected, facts.get("model", "-"),
+                           f"{facts.get('engine.profile', '-')} / {facts.get('model.profile', '-')}", runs or "-"])
+    return table
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _md_table(table: Table) -> list[str]:
+    lines = [f"### {table.title}", "", "| " + " | ".join(_md_cell(h) for h in table.header) + " |",
+             "|" + "---|" * len(table.header)]
+    lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in table.rows]
+    lines += [""] + [f"{note}" for note in table.notes] + ([""] if table.notes else [])
+    return lines
+
+
+def render_markdown(engines: Sequence[EngineResults], tables: Sequence[Table], *, base: EngineResults,
+                    request_set: Sequence[str]) -> str:
+    lines = [f"# Engine comparison: {' vs '.join(e.name for e in engines)}", ""]
+    lines += [f"- {item}" for item in request_set]
+    lines += [f"- Ratios: each engine's median over {base.name}'s. When the two min–max ranges overlap, or there is "
+              "one value each, no winner is claimed.", ""]
+    lines += _md_table(_engines_table(engines))
+    for table in tables:
+        lines += _md_table(table)
+    return "\n".join(lines).rstrip() + "\n"
+
+
+CSV_FIELDS = ("table", "row", "metric", "engine", "median", "min", "max", "values", "base", "ratio_to_base", "note",
+              "correct", *OUTCOME_KINDS)
+
+
+def render_csv(tables: Sequence[Table]) -> str:
+    """Long format: one line per table row, metric and engine (and one per ratio)."""
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=CSV_FIELDS, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for table in tables:
+        for row in table.csv_rows:
+            writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
+    return buffer.getvalue()
+
+
+def render_html(engines: Sequence[EngineResults], tables: Sequence[Table], *, request_set: Sequence[str]) -> str:
+    def one(table: Table) -> str:
+        head = "".join(f"<th>{html.escape(h)}</th>" for h in table.header)
+        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in table.rows)
+        notes = "".join(f"<p>{html.escape(n)}</p>" for n in table.notes)
+        return (f"<h3>{html.escape(table.title)}</h3><table border='1' cellpadding='4' "
+                f"style='border-collapse:collapse'><tr>{head}</tr>{body}</table>{notes}")
+
+    items = "".join(f"<li>{html.escape(item)}</li>" for item in request_set)
+    return (f"<html><body><h2>Engine comparison: {html.escape(' vs '.join(e.name for e in engines))}</h2>"
+            f"<ul>{items}</ul>{one(_engines_table(engines))}{''.join(one(t) for t in tables)}</body></html>")
+
+
+def write_allure_result(alluredir: Path, *, title: str, files: dict[str, tuple[str, str]],
+                        description_html: str, status: str, started_ms: int) -> Path:
+    """One Allure test result named ``title`` carrying ``files`` (attachment name -> (text, MIME type))."""
+    alluredir.mkdir(parents=True, exist_ok=True)
+    attachments = []
+    extension = {"text/markdown": "md", "text/csv": "csv", "text/html": "html", "application/json": "json"}
+    for name, (text, mime) in files.items():
+        source = f"{uuid.uuid4()}-attachment.{extension.get(mime, 'txt')}"
+        (alluredir / source).write_text(text, encoding="utf-8")
+        attachments.append({"name": name, "source": source, "type": mime})
+    result_id = str(uuid.uuid4())
+    result = {
+        "uuid": result_id,
+        "historyId": "engine-acceptance-comparison",
+        "name": title,
+        "fullName": "engine_acceptance.compare",
+        "status": status,
+        "stage": "finished",
+        "start": started_ms,
+        "stop": int(time.time() * 1000),
+        "descriptionHtml": description_html,
+        "attachments": attachments,
+        "labels": [{"name": "feature", "value": "comparison"}, {"name": "suite", "value": "engine comparison"}],
+    }
+    path = alluredir / f"{result_id}-result.json"
+    path.write_text(json.dumps(result, indent=2), encoding="utf-8")
+    return path

@@ -1,0 +1,189 @@
+"""The throughput options, parsed once: which cells, how many rounds, the gate, the files.
+
+``plugin.py`` registers the options and calls :func:`settings_from_options` in
+``pytest_configure``; a bad value is a :class:`SettingsError` that the plugin turns
+into ``pytest.UsageError`` naming the option and the value.
+
+Shape selection (``--throughput-shapes``), comma-separated, any mix of:
+``smoke`` (the default), ``full`` (the seeds' matrix), ``IN/OUT`` (every cell of
+that workload in the matrix), ``IN/OUT@C`` (one cell; requests per round from the
+matrix, else two waves) and ``IN/OUT@CxR`` (R requests per round).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Sequence
+
+import pytest
+import yaml
+
+from engine_acceptance.load.generator import Cell
+from engine_acceptance.profiles.profile import DATA_ROOT
+from engine_acceptance.errors import UsageError
+from engine_acceptance.load.gate import (
+    DEFAULT_TOLERANCES,
+    Baseline,
+    GateError,
+    Threshold,
+    parse_threshold,
+    parse_tolerance,
+)
+
+__all__ = [
+    "SHAPES_FILE",
+    "SettingsError",
+    "ThroughputSettings",
+    "full_matrix",
+    "select_cells",
+    "settings_from_options",
+    "settings_key",
+]
+
+SHAPES_FILE = DATA_ROOT / "throughput_shapes.yaml"
+_CELL = re.compile(r"^(?P<input>\d+)/(?P<output>\d+)(?:@(?P<concurrency>\d+)(?:x(?P<requests>\d+))?)?$")
+
+
+class SettingsError(UsageError, ValueError):
+    """A throughput option value that cannot be used: (option, message)."""
+
+    def __init__(self, option: str, message: str) -> None:
+        super().__init__(f"{option}: {message}")
+        self.option = option
+
+
+@dataclass(frozen=True)
+class ThroughputSettings:
+    cells: tuple[Cell, ...]
+    rounds: int = 3
+    thresholds: tuple[Threshold, ...] = ()
+    tolerances: dict[str, float] = field(default_factory=dict)
+    baseline: Baseline | None = None
+    save_path: Path | None = None
+    out_path: Path | None = None
+    shapes_spec: str = "smoke"
+
+    def tolerances_for_save(self) -> dict[str, float]:
+        """What a saved baseline declares: the defaults, overridden on the command line."""
+        return {**DEFAULT_TOLERANCES, **self.tolerances}
+
+
+settings_key = pytest.StashKey[ThroughputSettings]()
+
+
+@lru_cache(maxsize=None)
+def _shapes_data(path: Path = SHAPES_FILE) -> dict[str, Any]:
+    return yaml.safe_load(path.read_text(encoding="utf-8"))
+
+
+def _cell(input_tokens: int, output_tokens: int, concurrency: int, requests: int) -> Cell:
+    return Cell(input_tokens, output_tokens, concurrency, requests, warmup_requests=concurrency)
+
+
+def full_matrix() -> list[Cell]:
+    """Every cell of the seeds' matrix, in file order."""
+    cells = []
+    for entry in _shapes_data()["full"]:
+        for concurrency, requests in entry["requests"].items():
+            cells.append(_cell(entry["input"], entry["output"], int(concurrency), int(requests)))
+    return cells
+
+
+def select_cells(spec: str) -> list[Cell]:
+    """The cells a ``--throughput-shapes`` value names, in order, without repeats."""
+    matrix = full_matrix()
+    by_key = {cell.key: cell for cell in matrix}
+    chosen: dict[str, Cell] = {}
+
+    def add(cell: Cell) -> None:
+        previous = chosen.get(cell.key)
+        if previous is not None and previous.requests != cell.requests:
+            raise SettingsError("--throughput-shapes", f"{cell.key} is named twice with different requests per "
+                                                       f"round ({previous.requests} and {cell.requests})")
+        chosen.setdefault(cell.key, cell)
+
+    tokens = [token.strip() for token in spec.split(",")]
+    if not spec.strip() or not all(tokens):
+        raise SettingsError("--throughput-shapes", f"{spec!r} has an empty entry")
+    for token in tokens:
+        if token == "full":
+            for cell in matrix:
+                add(cell)
+            continue
+        if token == "smoke":
+            for item in _shapes_data()["smoke"]:
+                for cell in _parse_token(item, by_key):
+                    add(cell)
+            continue
+        for cell in _parse_token(token, by_key):
+            add(cell)
+    return list(chosen.values())
+
+
+def _parse_token(token: str, by_key: dict[str, Cell]) -> list[Cell]:
+    match = _CELL.match(token)
+    if not match:
+        raise SettingsError("--throughput-shapes", f"{token!r} is not smoke, full, IN/OUT, IN/OUT@C or IN/OUT@CxR "
+                                                   f"(e.g. 128/128@4x16)")
+    numbers = {name: int(value) for name, value in match.groupdict().items() if value is not None}
+    if any(value < 1 for value in numbers.values()):
+        raise SettingsError("--throughput-shapes", f"{token!r}: every number must be at least 1")
+    workload = f"{numbers['input']}/{numbers['output']}"
+    if "concurrency" not in numbers:
+        cells = [cell for cell in by_key.values() if cell.workload == workload]
+        if not cells:
+            known = sorted({cell.workload for cell in by_key.values()})
+            raise SettingsError("--throughput-shapes", f"{token!r} is not a workload of the full matrix "
+                                                       f"({', '.join(known)}); name a cell as {token}@C")
+        return cells
+    key = f"{workload}@{numbers['concurrency']}"
+    requests = numbers.get("requests")
+    if requests is None:
+        requests = by_key[key].requests if key in by_key else 2 * numbers["concurrency"]
+    return [_cell(numbers["input"], numbers["output"], numbers["concurrency"], requests)]
+
+
+def settings_from_options(*, shapes: str, rounds: int, thresholds: Sequence[str], tolerances: Sequence[str],
+                          baseline: str | None, save: str | None, out: str | None) -> ThroughputSettings:
+    """Validate every throughput option; SettingsError names the option and the value."""
+    cells = select_cells(shapes)
+    if rounds < 1:
+        raise SettingsError("--throughput-rounds", f"{rounds!r} must be at least 1")
+    try:
+        parsed_thresholds = tuple(parse_threshold(text) for text in thresholds)
+    except GateError as exc:
+        raise SettingsError("--throughput-threshold", str(exc)) from None
+    try:
+        parsed_tolerances = dict(parse_tolerance(text) for text in tolerances)
+    except GateError as exc:
+        raise SettingsError("--throughput-tolerance", str(exc)) from None
+    loaded = None
+    if baseline is not None:
+        try:
+            loaded = Baseline.load(baseline)
+        except GateError as exc:
+            raise SettingsError("--throughput-baseline", str(exc)) from None
+    return ThroughputSettings(
+        cells=tuple(cells),
+        rounds=rounds,
+        thresholds=parsed_thresholds,
+        tolerances=parsed_tolerances,
+        baseline=loaded,
+        save_path=_writable("--throughput-save", save),
+        out_path=_writable("--throughput-out", out),
+        shapes_spec=shapes,
+    )
+
+
+def _writable(option: str, value: str | None) -> Path | None:
+    if value is None:
+        return None
+    path = Path(value)
+    if path.is_dir():
+        raise SettingsError(option, f"{value!r} is a directory; give a file path")
+    if not path.parent.is_dir():
+        raise SettingsError(option, f"{value!r}: directory {str(path.parent)!r} does not exist")
+    return path

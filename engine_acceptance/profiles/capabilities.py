@@ -1,0 +1,194 @@
+"""What the deployment serves, what was required of it, and what the run tested.
+
+A green gate must mean "every capability this deployment serves was tested", not
+"the model profile listed little". Three sources decide whether a capability's
+checks run:
+
+- the model profile declares it (a declared capability is always tested: if the
+  engine refuses it, the checks fail with the engine's words; a reasoning parser
+  that leaks reasoning into content looks to a probe like "no reasoning", and
+  must not be skipped because of that);
+- a probe found it *served* or *broken* (broken is served and fails its checks);
+- the user or the profile requires it (``--expect``, ``expect:``): required and
+  not served is a gate failure, and so is a required capability none of whose
+  checks ran.
+
+Everything else is skipped with the reason: the engine's own words when it refused,
+or why nothing could be probed. This module plans that before the run and judges
+coverage after it; it imports no pytest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from engine_acceptance.profiles.profile import ModelProfile
+
+__all__ = ["CAPABILITIES", "MARKER_CAPABILITIES", "CapabilityPlan", "CapabilityRow", "coverage_rows",
+           "effective_profile", "plan_capabilities", "validate_capability_names"]
+
+# The vocabulary of model profiles, in the order of the test plan.
+CAPABILITIES = ("text", "streaming", "reasoning", "thinking_modes", "reasoning_effort", "tools", "code", "image",
+                "video", "long_context")
+# Checks that carry no requires(...) test the capability of their marker.
+MARKER_CAPABILITIES = {"text": "text", "streaming": "streaming", "tools": "tools", "code_exec": "code",
+                       "image": "image", "video": "video", "recall": "long_context", "recall_1m": "long_context"}
+# Served by every OpenAI-compatible chat server the suite can reach at all, or a task of the text itself.
+ALWAYS_TESTED = {
+    "text": "every OpenAI-compatible server answers chat completions (readiness listed the model)",
+    "streaming": "every OpenAI-compatible server streams chat completions",
+    "code": "writing a function is a text task: any chat model is asked",
+    "long_context": "every model has a context: recall runs at the declared or advertised length",
+}
+NOT_DISCOVERABLE = {
+    "reasoning_effort": ("an engine accepts reasoning_effort whether or not the model honours it, so no probe can "
+                         "tell; declare it in a model profile or require it with --expect reasoning_effort"),
+}
+
+
+class ProbeLike(Protocol):
+    state: str
+    evidence: str
+    settings: dict[str, Any]
+
+
+class DiscoveryLike(Protocol):
+    probes: Mapping[str, ProbeLike]
+
+
+@dataclass(frozen=True)
+class CapabilityPlan:
+    """Before the run: whether a capability's checks run, and why (not)."""
+
+    name: str
+    declared: bool
+    discovered: str  # served, not_served, broken, not_probed, or "-" (no probe needed)
+    evidence: str
+    required: bool
+    tested: bool
+    reason: str  # why it is tested, or the skip reason when it is not
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def validate_capability_names(names: Iterable[str], *, source: str) -> frozenset[str]:
+    """The names as a set; ValueError naming the source and the valid names for an unknown one."""
+    chosen = frozenset(name.strip() for name in names if name.strip())
+    unknown = sorted(chosen - set(CAPABILITIES))
+    if unknown:
+        raise ValueError(f"{source}: unknown capability {', '.join(map(repr, unknown))}; "
+                         f"known: {', '.join(CAPABILITIES)}")
+    return chosen
+
+
+def plan_capabilities(profile: ModelProfile, discovery: DiscoveryLike | None,
+                      required: frozenset[str]) -> dict[str, CapabilityPlan]:
+    plans = {}
+    for name in CAPABILITIES:
+        probe = discovery.probes.get(name) if discovery is not None else None
+        # A capability every server has needs no probe: "-" rather than "not probed".
+        state = probe.state if probe is not None else "-" if name in ALWAYS_TESTED else "not_probed"
+        evidence = probe.evidence if probe is not None else _unprobed_evidence(name, discovery)
+        declared = profile.has(name)
+        is_required = name in required
+        if name in ALWAYS_TESTED:
+            tested, reason = True, ALWAYS_TESTED[name]
+        elif declared:
+            tested, reason = True, f"declared by model profile {profile.name!r}"
+        elif state in ("served", "broken"):
+            tested, reason = True, f"{state} (probe: {evidence})"
+        elif state == "not_served":
+            tested = False
+            reason = f"not served by the engine: {evidence}"
+        elif is_required:
+            tested, reason = True, "required with --expect or the profile's expect"
+        else:
+            tested = False
+            reason = (f"model profile {profile.name!r} does not declare {name!r} and no probe found it: "
+                      f"{NOT_DISCOVERABLE.get(name, evidence)}")
+        plans[name] = CapabilityPlan(name, declared, state, evidence, is_required, tested, reason)
+    return plans
+
+
+def _unprobed_evidence(name: str, discovery: DiscoveryLike | None) -> str:
+    if name in NOT_DISCOVERABLE:
+        return NOT_DISCOVERABLE[name]
+    return "capability discovery did not run" if discovery is None else "no probe for it"
+
+
+def effective_profile(profile: ModelProfile, plans: Mapping[str, CapabilityPlan],
+                      discovery: DiscoveryLike | None) -> ModelProfile:
+    """The model profile the checks use: what is tested, with discovered settings where the profile has none."""
+    changes: dict[str, Any] = {"capabilities": frozenset(name for name, plan in plans.items() if plan.tested)}
+    probes = discovery.probes if discovery is not None else {}
+    thinking = probes.get("thinking_modes")
+    if not profile.thinking_modes and thinking is not None and thinking.settings.get("modes"):
+        changes["thinking_modes"] = dict(thinking.settings["modes"])
+    reasoning = probes.get("reasoning")
+    if not profile.has("reasoning") and reasoning is not None and reasoning.state in ("served", "broken"):
+        changes["reasoning_default_on"] = bool(reasoning.settings.get("default_on", True))
+    return dataclasses.replace(profile, **changes)
+
+
+@dataclass(frozen=True)
+class CapabilityRow:
+    """After the run: a capability's line of the verdict."""
+
+    name: str
+    declared: bool
+    discovered: str
+    evidence: str
+    required: bool
+    ran: int
+    skipped: int
+    failed: int
+    result: str  # passed, failed, known defects, not tested, FAIL: ...
+    coverage_failure: str | None
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def coverage_rows(plans: Mapping[str, CapabilityPlan],
+                  outcomes: Iterable[tuple[frozenset[str], str, str]]) -> list[CapabilityRow]:
+    """Judge each capability from the checks' outcomes: (capabilities covered, outcome, reason)."""
+    tally: dict[str, dict[str, int]] = {name: {} for name in plans}
+    skip_reasons: dict[str, list[str]] = {name: [] for name in plans}
+    for covers, outcome, reason in outcomes:
+        for name in covers & plans.keys():
+            tally[name][outcome] = tally[name].get(outcome, 0) + 1
+            if outcome == "skipped" and reason:
+                skip_reasons[name].append(reason)
+    rows = []
+    for name, plan in plans.items():
+        counts = tally[name]
+        ran = sum(counts.get(k, 0) for k in ("passed", "failed", "known_defect", "stale_record"))
+        failed = counts.get("failed", 0) + counts.get("stale_record", 0)
+        skipped = counts.get("skipped", 0)
+        failure = None
+        if plan.required and plan.discovered == "not_served":
+            failure = f"required capability {name!r} is not served: {plan.evidence}"
+        elif plan.required and ran == 0:
+            why = f" ({skipped} skipped: {skip_reasons[name][0]})" if skipped else " (none selected in this run)"
+            failure = f"required capability {name!r} was not tested: none of its checks ran{why}"
+        if failure:
+            result = "FAIL: " + failure
+        elif ran == 0 and not plan.tested:
+            result = f"not tested: {plan.reason}"
+        elif ran == 0 and skipped:
+            result = f"not tested: all {skipped} skipped ({skip_reasons[name][0] if skip_reasons[name] else '?'})"
+        elif ran == 0:
+            result = "not selected in this run"
+        elif failed:
+            result = f"{failed} failed"
+        elif counts.get("known_defect"):
+            result = f"passed ({counts['known_defect']} known defect(s))"
+        else:
+            result = "passed"
+        rows.append(CapabilityRow(name, plan.declared, plan.discovered, plan.evidence, plan.required, ran, skipped,
+                                  failed, result, failure))
+    return rows

@@ -1,0 +1,166 @@
+"""Allure output: the environment page, and each request and reply, redacted.
+
+Attachments go through ``allure.attach``, which does nothing when no Allure
+results directory is configured, so checks can attach unconditionally.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import allure
+
+from engine_acceptance.wire.client import Exchange
+from engine_acceptance.wire.redaction import Redactor
+
+if TYPE_CHECKING:
+    from engine_acceptance.session import AcceptanceSession
+
+__all__ = [
+    "CATEGORIES",
+    "FAILURE_CATEGORIES",
+    "allure_status",
+    "attach_exchange",
+    "attach_json",
+    "failure_category",
+    "reference_banner",
+    "write_categories",
+    "write_environment",
+    "write_executor",
+]
+
+# Allure groups failures by these rules, first match wins. They rely on the wording
+# the checks and clients use: "HTTP 5xx", "timeout", stream framing problems.
+# How a check failed: the categories an expected-failure record's `failure.category` may
+# name (expectations.py). failure_category() below is the one reading of these rules, so
+# a record's category and the report's can never disagree.
+FAILURE_RULES = [
+    {"name": "Engine error (5xx)", "matchedStatuses": ["failed", "broken"],
+     "messageRegex": r"(?s).*(HTTP 5\d\d|server error).*"},
+    {"name": "Timeout or hang", "matchedStatuses": ["failed", "broken"],
+     "messageRegex": r"(?is).*(timeout|timed out|did not answer|hang).*"},
+    {"name": "Engine unreachable", "matchedStatuses": ["failed", "broken"],
+     "messageRegex": r"(?is).*(unreachable|connection refused|connection: ).*"},
+    {"name": "Protocol violation", "matchedStatuses": ["failed", "broken"],
+     "messageRegex": r"(?is).*(\[DONE\]|not JSON|finish_reason|usage|chunk|protocol|HTTP 4\d\d|markers).*"},
+    {"name": "Wrong answer", "matchedStatuses": ["failed"]},
+]
+FAILURE_CATEGORIES = tuple(rule["name"] for rule in FAILURE_RULES)
+CATEGORIES = [
+    {"name": "Stale record: a known defect now passes", "matchedStatuses": ["failed", "broken"],
+     "messageRegex": r"(?s).*XPASS\(strict\).*"},
+    *FAILURE_RULES,
+    {"name": "Known defect (expected failure record)", "matchedStatuses": ["skipped"],
+     "messageRegex": r"(?s).*known defect.*"},
+    {"name": "Broken test (suite error)", "matchedStatuses": ["broken"]},
+]
+
+
+def allure_status(exception: BaseException) -> str:
+    """The status allure-pytest gives a check that raised `exception`: failed, or broken."""
+    import doctest
+
+    import pytest
+
+    return "failed" if isinstance(exception, (AssertionError, pytest.fail.Exception, doctest.DocTestFailure)) \
+        else "broken"
+
+
+def failure_category(message: str, status: str = "failed") -> str | None:
+    """The category Allure files a failure under, as Allure reads categories.json.
+
+    `message` is what allure-pytest puts in the result (pytest's ``ExceptionInfo.exconly()``:
+    ``AssertionError: ...``, ``Failed: ...``); the first rule whose statuses hold `status`
+    and whose ``messageRegex`` matches the whole message wins (Java's ``String.matches``).
+    """
+    for rule in CATEGORIES:
+        if status not in rule["matchedStatuses"]:
+            continue
+        regex = rule.get("messageRegex")
+        if regex is None or re.fullmatch(regex, message):
+            return rule["name"]
+    return None
+
+
+RAW_ATTACH_LIMIT = 64 * 1024
+
+
+def write_environment(alluredir: str | Path, facts: dict[str, str]) -> Path:
+    """Write Allure's ``environment.properties`` (one ``key = value`` per line)."""
+    path = Path(alluredir) / "environment.properties"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [f"{key} = {_escape(str(value))}" for key, value in facts.items()]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def write_categories(alluredir: str | Path) -> Path:
+    path = Path(alluredir) / "categories.json"
+    path.write_text(json.dumps(CATEGORIES, indent=2), encoding="utf-8")
+    return path
+
+
+def write_executor(alluredir: str | Path, session: "AcceptanceSession") -> Path:
+    from engine_acceptance import __version__
+
+    path = Path(alluredir) / "executor.json"
+    executor = {
+        "name": "engine-acceptance",
+        "type": "pytest",
+        "buildName": f"engine-acceptance {__version__} against {session.describe()}",
+    }
+    path.write_text(json.dumps(executor, indent=2), encoding="utf-8")
+    return path
+
+
+def _escape(value: str) -> str:
+    # .properties files treat backslash and line ends specially.
+    return value.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def reference_banner(session: "AcceptanceSession") -> list[str]:
+    defects = ", ".join(session.reference.defects) if session.reference and session.reference.defects else "none"
+    convention = session.reference.convention if session.reference else "?"
+    rule = "=" * 78
+    return [
+        rule,
+        "TARGET: THE BUILT-IN REFERENCE ENGINE, NOT A REAL DEPLOYMENT",
+        f"  convention: {convention}; injected defects: {defects}",
+        "  Give --engine-url=http://host:port to test a real engine.",
+        rule,
+    ]
+
+
+def attach_json(name: str, data: Any, redactor: Redactor) -> None:
+    allure.attach(
+        json.dumps(redactor.value(data), ensure_ascii=False, indent=2, default=str),
+        name=name,
+        attachment_type=allure.attachment_type.JSON,
+    )
+
+
+def attach_exchange(exchange: Exchange, redactor: Redactor, label: str = "") -> None:
+    """Attach one request, its reply (reassembled) and the raw response bytes, redacted."""
+    prefix = f"{label} " if label else ""
+    mode = "streamed" if exchange.stream else "non-streamed"
+    attach_json(f"{prefix}request ({mode})", {"method": exchange.method, "url": exchange.url,
+                                                "body": exchange.request}, redactor)
+    outcome = {
+        "status": exchange.status,
+        "elapsed_s": round(exchange.elapsed_s, 4) if exchange.elapsed_s is not None else None,
+        "error_kind": exchange.error_kind,
+        "error": exchange.error,
+    }
+    if exchange.reply is not None:
+        outcome["reply"] = exchange.reply.summary()
+    elif exchange.body is not None:
+        outcome["body"] = exchange.body
+    attach_json(f"{prefix}response ({mode})", outcome, redactor)
+    if exchange.raw:
+        raw = exchange.raw[:RAW_ATTACH_LIMIT].decode("utf-8", "replace")
+        note = "" if len(exchange.raw) <= RAW_ATTACH_LIMIT and not exchange.raw_truncated else "\n…[truncated]"
+        allure.attach(redactor.with_limit(RAW_ATTACH_LIMIT).text(raw) + note, name=f"{prefix}raw response bytes",
+                      attachment_type=allure.attachment_type.TEXT)

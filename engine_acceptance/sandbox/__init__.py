@@ -1,0 +1,1 @@
+"""Model-written code: extracted from a reply and run in a sandboxed child process."""

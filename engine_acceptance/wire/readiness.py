@@ -1,0 +1,195 @@
+"""Readiness and engine detection, done once before any test runs.
+
+TEST-PLAN §0: ``/health`` must answer 200 within the readiness budget, the served
+model must be listed, and the engine's kind and version go into the report. An
+engine that cannot be reached ends the run here with one message, instead of
+every test waiting for its own timeout. Plain ``urllib`` keeps this synchronous
+and independent of the event loop the tests use.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from engine_acceptance.errors import EngineUnavailable
+from engine_acceptance.profiles.profile import EngineProfile
+
+__all__ = ["EngineInfo", "EngineUnavailable", "detect_engine", "wait_until_ready"]
+
+PROGRESS_EVERY_S = 10.0
+
+
+@dataclass
+class EngineInfo:
+    url: str
+    kind: str
+    kind_source: str
+    version: str | None
+    model: str
+    models: list[str]
+    owned_by: str | None = None
+    max_model_len: int | None = None
+    ready_after_s: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(vars(self))
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "EngineInfo":
+        return cls(**data)
+
+
+@dataclass
+class _Answer:
+    status: int | None
+    body: bytes = b""
+    error: str | None = None
+    refused: bool = False
+
+    def json(self) -> Any:
+        try:
+            return json.loads(self.body)
+        except ValueError:
+            return None
+
+
+def _get(url: str, *, timeout: float, api_key: str | None = None) -> _Answer:
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            return _Answer(response.status, response.read(1 << 20))
+    except urllib.error.HTTPError as exc:
+        return _Answer(exc.code, exc.read(1 << 16) if exc.fp else b"")
+    except urllib.error.URLError as exc:
+        reason = exc.reason
+        refused = isinstance(reason, (ConnectionRefusedError, socket.gaierror)) or "refused" in str(reason).lower()
+        return _Answer(None, error=f"{type(reason).__name__}: {reason}", refused=refused)
+    except (TimeoutError, socket.timeout):
+        return _Answer(None, error=f"no answer within {timeout:g}s")
+    except (ConnectionError, OSError) as exc:
+        return _Answer(None, error=f"{type(exc).__name__}: {exc}")
+
+
+def wait_until_ready(
+    base_url: str,
+    *,
+    readiness_timeout: float,
+    startup_timeout: float,
+    probe_timeout: float,
+    progress: Callable[[str], None] = lambda message: None,
+) -> float:
+    """Poll ``/health`` until 200; return the seconds it took.
+
+    ``startup_timeout`` is how long a refused connection is tolerated (an engine
+    still loading weights has not bound its port yet); with 0, nothing listening
+    means the URL is wrong and the run stops at once. ``readiness_timeout`` bounds
+    the wait for an engine that answers but is not ready, or does not answer.
+    """
+    url = base_url.rstrip("/") + "/health"
+    started = time.monotonic()
+    deadline_refused = started + startup_timeout
+    deadline = started + max(readiness_timeout, startup_timeout)
+    last_progress = started
+    last: _Answer | None = None
+    while True:
+        remaining = deadline - time.monotonic()
+        last = _get(url, timeout=max(0.5, min(probe_timeout, remaining)))
+        now = time.monotonic()
+        if last.status == 200:
+            return now - started
+        if last.refused and now >= deadline_refused:
+            hint = "" if startup_timeout else " (if it is still starting, give --startup-timeout SECONDS to wait for it)"
+            raise EngineUnavailable(f"engine unreachable: nothing answers at {base_url} ({last.error}){hint}")
+        if now >= deadline:
+            state = f"HTTP {last.status}" if last.status else last.error
+            raise EngineUnavailable(
+                f"engine not ready: GET {url} did not answer 200 within {readiness_timeout:g}s (last: {state})"
+            )
+        if now - last_progress >= PROGRESS_EVERY_S:
+            state = f"HTTP {last.status}" if last.status else last.error
+            progress(f"waiting for {url}: {now - started:.0f}s so far, last answer: {state}")
+            last_progress = now
+        time.sleep(min(1.0, max(0.0, deadline - now)))
+
+
+def detect_engine(
+    base_url: str,
+    *,
+    api_key: str | None,
+    requested_kind: str,
+    requested_model: str | None,
+    engine_profiles: Sequence[EngineProfile],
+    probe_timeout: float,
+) -> EngineInfo:
+    """Find the served model, the engine kind (vllm/sglang/generic) and its version."""
+    base = base_url.rstrip("/")
+    models_answer = _get(base + "/v1/models", timeout=probe_timeout, api_key=api_key)
+    if models_answer.status in (401, 403):
+        which = "no API key was given" if not api_key else "the API key was rejected"
+        raise EngineUnavailable(
+            f"GET {base}/v1/models answered HTTP {models_answer.status}: {which} (use --api-key or ENGINE_API_KEY)"
+        )
+    payload = models_answer.json()
+    if models_answer.status != 200 or not isinstance(payload, dict) or not isinstance(payload.get("data"), list):
+        state = f"HTTP {models_answer.status}" if models_answer.status else models_answer.error
+        raise EngineUnavailable(f"GET {base}/v1/models did not list models ({state}: {models_answer.body[:200]!r})")
+    entries = [entry for entry in payload["data"] if isinstance(entry, dict) and entry.get("id")]
+    models = [str(entry["id"]) for entry in entries]
+    if requested_model:
+        if requested_model not in models:
+            raise EngineUnavailable(f"--model {requested_model!r} is not served at {base}; it serves: {models}")
+        model = requested_model
+    elif len(models) == 1:
+        model = models[0]
+    else:
+        raise EngineUnavailable(f"{base} serves {len(models)} models {models}; choose one with --model")
+    entry = next(item for item in entries if item["id"] == model)
+    owned_by = entry.get("owned_by")
+    max_model_len = entry.get("max_model_len") if isinstance(entry.get("max_model_len"), int) else None
+
+    by_name = {profile.name: profile for profile in engine_profiles}
+    notes: list[str] = []
+    if requested_kind != "auto":
+        kind, source = requested_kind, "--engine"
+    else:
+        kind, source = _detect_kind(base, owned_by, engine_profiles, probe_timeout)
+    version = None
+    profile = by_name.get(kind)
+    for endpoint in profile.version_endpoints if profile else ():
+        answer = _get(base + endpoint, timeout=probe_timeout, api_key=api_key)
+        body = answer.json()
+        if answer.status == 200 and isinstance(body, dict) and body.get("version"):
+            version = str(body["version"])
+            break
+        notes.append(f"GET {endpoint}: {answer.status or answer.error}")
+    return EngineInfo(
+        url=base,
+        kind=kind,
+        kind_source=source,
+        version=version,
+        model=model,
+        models=models,
+        owned_by=owned_by,
+        max_model_len=max_model_len,
+        notes=notes,
+    )
+
+
+def _detect_kind(
+    base: str, owned_by: str | None, profiles: Sequence[EngineProfile], probe_timeout: float
+) -> tuple[str, str]:
+    for profile in profiles:
+        if owned_by and owned_by in profile.owned_by:
+            return profile.name, f"owned_by={owned_by}"
+    for profile in profiles:
+        for endpoint in profile.version_endpoints:
+            if _get(base + endpoint, timeout=probe_timeout).status == 200:
+                return profile.name, f"GET {endpoint}"
+    return "generic", "no engine-specific endpoint answered"

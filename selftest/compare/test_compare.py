@@ -1,0 +1,152 @@
+"""The engine comparison (``python -m engine_acceptance.compare``) against reference engines.
+
+Two reference engines whose latency models are 2x apart make a comparison with a
+known answer: the slower one's output tok/s is half and its TTFT twice the faster
+one's (within 5%), and both pass exactly the same checks. A reference engine with a
+defect makes the functional table differ and name the checks. The ratio notes never
+claim a winner when ranges overlap. Bad options stop the driver (and a pytest run
+given ``--engine-url`` twice) with a usage error that says what to do.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from suite_runner import run_suite
+
+from engine_acceptance.compare.run import EngineSpec, phase_command
+from engine_acceptance.compare.report import Figure, compare_figures
+
+REPO = Path(__file__).resolve().parents[2]
+# Latencies far above the client's and the machine's noise (milliseconds of Python per
+# request), one token per event so TTFT is ttft_ms itself.
+FAST = "fast:ttft_ms=100,tpot_ms=10,stream_chunk_tokens=1"
+SLOW = "slow:ttft_ms=200,tpot_ms=20,stream_chunk_tokens=1"
+
+
+def _compare(tmp_path: Path, *args: str, timeout: float = 900) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "engine_acceptance.compare", "--out", str(tmp_path / "out"),
+                           "--quiet", *args], cwd=tmp_path, capture_output=True, text=True, timeout=timeout)
+
+
+def _csv(tmp_path: Path) -> list[dict[str, str]]:
+    with open(tmp_path / "out" / "comparison.csv", encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def _ratio(rows: list[dict[str, str]], metric: str, row: str) -> float:
+    (found,) = [r for r in rows if r["metric"] == metric and r["row"] == row and r["ratio_to_base"]]
+    return float(found["ratio_to_base"])
+
+
+@pytest.mark.e2e
+def test_engines_2x_apart_show_the_2x_ratio_and_identical_functional_results(tmp_path: Path) -> None:
+    done = _compare(tmp_path, "--reference", FAST, "--reference", SLOW, "--select", "text or throughput",
+                    "--", "--throughput-shapes", "128/32@2x4", "--media-shapes", "image-512@1x2")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    rows = _csv(tmp_path)
+    # Known answer: the slow engine takes twice as long for everything.
+    assert _ratio(rows, "output_tok_s", "128/32@2") == pytest.approx(0.5, rel=0.05)
+    assert _ratio(rows, "p95_ttft_ms", "128/32@2") == pytest.approx(2.0, rel=0.05)
+    assert _ratio(rows, "p95_tpot_ms", "128/32@2") == pytest.approx(2.0, rel=0.05)
+    markdown = (tmp_path / "out" / "comparison.md").read_text(encoding="utf-8")
+    functional = [r for r in rows if r["metric"] == "checks"]
+    by_engine = {(r["row"], r["engine"]): (r["passed"], r["failed"], r["known_defect"]) for r in functional}
+    assert {row for row, _ in by_engine} >= {"text", "throughput"}
+    for capability in {row for row, _ in by_engine}:
+        assert by_engine[(capability, "fast")] == by_engine[(capability, "slow")], capability
+    assert "ended the same way on every engine" in markdown
+    assert "| image-512 | 1 |" in markdown and "processor cache" in markdown
+    results = list((tmp_path / "out" / "allure-results").glob("*-result.json"))
+    assert len(results) == 1
+    attachments = {a["type"] for a in json.loads(results[0].read_text())["attachments"]}
+    assert attachments == {"text/markdown", "text/csv", "text/html"}
+    for name in ("fast", "slow"):
+        for phase, files in (("functional", ("gate.json", "junit.xml", "pytest.log")),
+                             ("throughput", ("gate.json", "junit.xml", "throughput.json"))):
+            for file in files:
+                assert (tmp_path / "out" / name / phase / file).is_file(), f"{name}/{phase}/{file}"
+
+
+@pytest.mark.e2e
+def test_a_defect_on_one_engine_shows_as_differing_functional_results(tmp_path: Path) -> None:
+    done = _compare(tmp_path, "--reference", "clean", "--reference", "broken:inject=empty-content",
+                    "--phase", "functional", "--select", "text")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    markdown = (tmp_path / "out" / "comparison.md").read_text(encoding="utf-8")
+    text_row = next(line for line in markdown.splitlines() if line.startswith("| text |"))
+    assert text_row.endswith("| no |"), text_row
+    assert "checks ended differently:" in markdown and "clean passed, broken failed" in markdown
+
+
+@pytest.mark.e2e
+def test_an_unavailable_engine_is_reported_and_the_others_still_compared(tmp_path: Path) -> None:
+    done = _compare(tmp_path, "--engine", "gone=http://127.0.0.1:9", "--reference", "here", "--phase", "functional",
+                    "--select", "text")
+    assert done.returncode == 6, done.stdout[-3000:] + done.stderr[-3000:]
+    markdown = (tmp_path / "out" / "comparison.md").read_text(encoding="utf-8")
+    assert "| gone | http://127.0.0.1:9 | ? |" in markdown and "functional 6 |" in markdown
+    text_row = next(line for line in markdown.splitlines() if line.startswith("| text |"))
+    assert text_row.startswith("| text | - | ") and text_row.endswith("| no |"), text_row
+
+
+def test_every_engine_gets_the_same_pytest_run_but_for_its_url_and_its_files() -> None:
+    def command(name: str) -> list[str]:
+        return phase_command(EngineSpec(name, url=f"http://{name}:1"), f"http://{name}:1", "throughput",
+                             Path(f"/out/{name}/throughput"), select="text or throughput", workers=2, seed=7,
+                             pytest_args=["--throughput-shapes", "128/32@2x4"])
+
+    first = command("a")
+    second = [arg.replace("/out/b/", "/out/a/").replace("http://b:1", "http://a:1") for arg in command("b")]
+    assert first == second
+    assert "--throughput-seed=7" in first and "(throughput) and (text or throughput)" in first
+    assert "-n" not in first, "measurements never run under xdist"
+
+
+def test_ratio_notes_claim_no_winner_when_ranges_overlap_or_there_is_one_value() -> None:
+    base = Figure(100.0, 90.0, 110.0, 3)
+    assert compare_figures(base, Figure(105.0, 95.0, 120.0, 3), higher_is_better=True, other_name="b",
+                           base_name="a") == (pytest.approx(1.05), "ranges overlap: no winner")
+    assert compare_figures(base, Figure(200.0, 190.0, 210.0, 3), higher_is_better=True, other_name="b",
+                           base_name="a") == (pytest.approx(2.0), "ranges apart: b better")
+    # Latency: higher is worse.
+    assert compare_figures(base, Figure(200.0, 190.0, 210.0, 3), higher_is_better=False, other_name="b",
+                           base_name="a")[1] == "ranges apart: a better"
+    assert compare_figures(Figure(1.0), Figure(2.0), higher_is_better=False, other_name="b",
+                           base_name="a")[1] == "one value each: no range, no winner claimed"
+    assert compare_figures(base, Figure(None), higher_is_better=True, other_name="b",
+                           base_name="a") == (None, "not measured on both")
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--reference", "a"), "name at least two engines"),
+    (("--reference", "a", "--reference", "a"), "engine names must differ"),
+    (("--reference", "a:speed=2", "--reference", "b"), "'speed=2' is not one of ttft_ms=..."),
+    (("--reference", "a:inject=no-such", "--reference", "b"), "unknown defect(s): no-such"),
+    (("--engine", "a=localhost:8000", "--reference", "b"), "is not an http(s) URL"),
+    (("--engine", "a=http://h:1,api-key-env=EA_NOT_SET_ANYWHERE", "--reference", "b"),
+     "environment variable EA_NOT_SET_ANYWHERE (api-key-env) is not set"),
+    (("--reference", "a", "--reference", "b", "--", "-m", "text"), "-m after --: the driver sets it"),
+    (("--reference", "a", "--reference", "b", "--", "--engine-url=http://x:1"), "--engine-url after --"),
+    (("--reference", "a", "--reference", "b", "--phase", "soak"), "--phase soak needs --soak-minutes N"),
+], ids=["one-engine", "same-name", "reference-key", "reference-defect", "url", "api-key-env", "marker",
+        "engine-url", "soak-minutes"])
+def test_bad_driver_options_stop_it_with_a_usage_error(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
+    done = _compare(tmp_path, *args, timeout=60)
+    assert done.returncode == 4, done.stdout + done.stderr
+    assert message in done.stderr
+    assert not (tmp_path / "out" / "comparison.md").exists()
+
+
+@pytest.mark.e2e
+def test_engine_url_given_twice_is_a_usage_error_pointing_at_the_driver(pytester: pytest.Pytester) -> None:
+    result, _ = run_suite(pytester, "--engine-url", "http://127.0.0.1:1", "--engine-url=http://127.0.0.1:2",
+                          "-m", "text")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--engine-url: given 2 times; a run tests one engine. To compare engines side by "
+                                 "side: python -m engine_acceptance.compare --engine NAME=URL*"])

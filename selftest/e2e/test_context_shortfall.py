@@ -1,0 +1,75 @@
+"""A deployment serving less context than its model profile declares is a finding.
+
+The million-token check used to shrink to whatever ``max_model_len`` the engine
+advertised, so a 1M-context model started with a 128K limit passed it. Now the
+long-context checks fail naming both numbers, unless ``--recall-tokens`` asks for a
+size on purpose. A profile that declares no context (``generic``) takes the engine's;
+with neither, a stated conservative default.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+from suite_runner import failed, run_suite
+
+from engine_acceptance.recall.haystack import DEFAULT_CONTEXT_TOKENS, recall_budget
+from engine_acceptance.profiles.profile import load_model_profile
+from engine_acceptance.reference_engine.launcher import RunningReferenceEngine, start_reference_engine
+
+MILLION = {
+    "test_recall.py::test_million_token_prompt_returns_the_three_codes_exactly_as_json",
+    "test_recall.py::test_million_token_prompt_tokens_match_the_engines_count",
+}
+SHORTFALL = ("model profile reference declares 1,048,576 tokens of context; the engine advertises 65,536 "
+             "(max_model_len)")
+
+
+def test_a_shorter_engine_context_is_a_shortfall_naming_both_numbers() -> None:
+    budget = recall_budget(requested=None, profile_context=1_048_576, max_model_len=131_072,
+                           profile_name="minimax-m3")
+    assert budget.shortfall == ("model profile minimax-m3 declares 1,048,576 tokens of context; the engine "
+                                "advertises 131,072 (max_model_len)")
+    assert budget.tokens == 131_072 - 1088
+    assert recall_budget(requested=None, profile_context=1_048_576, max_model_len=1_048_576).shortfall is None
+    assert recall_budget(requested=32_768, profile_context=1_048_576, max_model_len=131_072).shortfall is None
+
+
+def test_a_profile_without_a_context_takes_the_engines_or_a_stated_default() -> None:
+    assert load_model_profile("generic").context_length is None
+    engine = recall_budget(requested=None, profile_context=None, max_model_len=8192, profile_name="generic")
+    assert engine.tokens == 8192 - 1088 and engine.shortfall is None
+    assert "the engine's advertised max_model_len 8192" in engine.explanation
+    assert "declares no context length" in engine.explanation
+    neither = recall_budget(requested=None, profile_context=None, max_model_len=None, profile_name="generic")
+    assert neither.tokens == DEFAULT_CONTEXT_TOKENS - 1088
+    assert f"a conservative {DEFAULT_CONTEXT_TOKENS}-token context" in neither.explanation
+    assert "reports no max_model_len" in neither.explanation
+
+
+@pytest.fixture(scope="module")
+def short_context_engine() -> Iterator[RunningReferenceEngine]:
+    """The reference engine started with 64K of context; its model profile declares 1M."""
+    with start_reference_engine(max_model_len=65_536) as engine:
+        yield engine
+
+
+@pytest.mark.e2e
+def test_million_token_checks_fail_when_the_engine_advertises_less_than_the_profile(
+        pytester: pytest.Pytester, short_context_engine: RunningReferenceEngine) -> None:
+    result, outcomes = run_suite(pytester, "-m", "recall_1m", "--engine-url", short_context_engine.url)
+    assert failed(outcomes) == MILLION, result.stdout.str()[-3000:]
+    assert result.ret == 1
+    result.stdout.fnmatch_lines([f"*{SHORTFALL}*the checks that need that context fail*",
+                                 f"*{SHORTFALL}: the million-token check needs the declared context*"])
+
+
+@pytest.mark.e2e
+def test_recall_tokens_asks_for_a_smaller_size_on_purpose_and_it_passes(
+        pytester: pytest.Pytester, short_context_engine: RunningReferenceEngine) -> None:
+    result, outcomes = run_suite(pytester, "-m", "recall_1m", "--engine-url", short_context_engine.url,
+                                 "--recall-tokens=32768")
+    assert result.ret == 0 and set(outcomes) == MILLION and set(outcomes.values()) == {"passed"}, \
+        result.stdout.str()[-3000:]
+    assert "declares 1,048,576 tokens of context" not in result.stdout.str()

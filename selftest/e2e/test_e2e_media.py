@@ -1,0 +1,100 @@
+"""End to end: the image, video and corrupt-media checks against the reference engine.
+
+A clean engine passes them all; each media defect fails exactly the checks that
+exist for it, for the reason they exist; a text-only profile skips image and video
+with the reason. Runs go through ``pytester`` in a subprocess, as a user runs them.
+"""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+from suite_runner import failed, run_suite
+
+from engine_acceptance.media import library as media
+
+pytestmark = pytest.mark.e2e
+
+MEDIA_MARKERS = "image or video or corrupt_media"
+CORRUPT = "test_corrupt_media.py::test_corrupt_media_is_rejected_with_4xx_and_an_error_body"
+CORRUPT_STATUS_CHECKS = {f"{CORRUPT}[{sample}]" for sample in media.CORRUPT_SAMPLES}
+RECOVERY = "test_corrupt_media.py::test_engine_keeps_serving_after_corrupt_media"
+TEXT_ONLY_REFUSAL = "test_corrupt_media.py::test_media_a_text_only_model_cannot_take_is_refused_with_4xx"
+PURE_COLOR = {
+    f"test_image.py::test_pure_color_image_is_named_by_its_color[{mode}-pure-{color}-512]"
+    for mode in ("non-streamed", "streamed") for color in ("red", "blue")
+}
+
+
+def _report_text(pytester: pytest.Pytester, result: pytest.RunResult) -> str:
+    files = (pytester.path / "allure-results").iterdir()
+    return "\n".join(path.read_text(errors="replace") for path in files if path.suffix in (".json", ".txt")) \
+        + result.stdout.str() + result.stderr.str()
+
+
+def test_clean_engine_passes_every_media_check_and_keeps_base64_out_of_the_report(
+        pytester: pytest.Pytester) -> None:
+    result, outcomes = run_suite(pytester, "-m", MEDIA_MARKERS)
+    assert result.ret == 0 and not failed(outcomes), result.stdout.str()[-3000:]
+    skipped = {test_id for test_id, outcome in outcomes.items() if outcome == "skipped"}
+    # The only skips: the text-only checks, since the reference model takes images and video.
+    assert skipped == {f"{TEXT_ONLY_REFUSAL}[valid-image]", f"{TEXT_ONLY_REFUSAL}[valid-video]"}
+    assert sum(1 for test_id in outcomes if test_id.startswith("test_video.py")) == 4  # mp4, webm x 2 modes
+    report = _report_text(pytester, result)
+    for name in ("chart-q1-q3.png", "bordered-red-1024.png", "video-rgb-16f.mp4"):
+        payload = base64.b64encode(media.load(name)).decode("ascii")
+        assert payload[200:264] not in report, f"base64 of {name} found in the report"
+    thumbnails = list((pytester.path / "allure-results").glob("*-attachment.png"))
+    assert thumbnails, "no media thumbnail attached"
+
+
+def test_sglang_convention_refuses_corrupt_media_with_its_flat_error_body(pytester: pytest.Pytester) -> None:
+    result, outcomes = run_suite(pytester, "-m", "corrupt_media", "--convention", "sglang")
+    assert result.ret == 0 and not failed(outcomes), result.stdout.str()[-3000:]
+
+
+def test_media_500_fails_exactly_the_corrupt_media_status_checks(pytester: pytest.Pytester) -> None:
+    result, outcomes = run_suite(pytester, "-m", MEDIA_MARKERS, "--inject", "media-500")
+    assert failed(outcomes) == CORRUPT_STATUS_CHECKS, result.stdout.str()[-3000:]
+    assert outcomes[RECOVERY] == "passed"
+    result.stdout.fnmatch_lines(["*corrupt sample truncated-png*server error on client data: HTTP 500*"])
+    assert result.ret == 1
+
+
+def test_media_crash_fails_the_recovery_check_and_the_run_still_ends(pytester: pytest.Pytester) -> None:
+    result, outcomes = run_suite(pytester, "-m", f"{MEDIA_MARKERS} or text", "--inject", "media-crash",
+                                 "--idle-timeout", "10", "--request-timeout", "20")
+    assert result.ret == 1, result.stdout.str()[-3000:]
+    assert outcomes[RECOVERY] == "failed"
+    result.stdout.fnmatch_lines(["*the engine stopped serving: after the corrupt sample truncated-png*"])
+    # The session ended with a summary that accounts for every check: after the crash the
+    # other checks failed on a refused connection, none hung the run.
+    counted = result.parseoutcomes()
+    assert sum(counted.get(kind, 0) for kind in ("passed", "failed", "skipped", "error", "errors")) == len(outcomes)
+    assert counted["failed"] > 1
+
+
+def test_black_pure_color_fails_only_the_pure_color_check(pytester: pytest.Pytester) -> None:
+    result, outcomes = run_suite(pytester, "-m", MEDIA_MARKERS, "--inject", "black-pure-color")
+    assert failed(outcomes) == PURE_COLOR, result.stdout.str()[-3000:]
+    # fnmatch reads [...] as a character class: ? stands for the brackets.
+    result.stdout.fnmatch_lines(["*pure-red-512.png is one single colour, red*the answer names ?'black'?*"])
+
+
+def test_text_only_profile_skips_image_and_video_with_the_reason(pytester: pytest.Pytester) -> None:
+    # A deployment that refuses media (vLLM's "not a multimodal model"), with a profile that declares none.
+    result, outcomes = run_suite(pytester, "-m", MEDIA_MARKERS, "--profile", "generic",
+                                 "--reference-serves=text-only", "-rs")
+    image_and_video = {t: o for t, o in outcomes.items() if t.startswith(("test_image.py", "test_video.py"))}
+    assert image_and_video and set(image_and_video.values()) == {"skipped"}
+    result.stdout.fnmatch_lines(["*not served by the engine: *HTTP 400*is not a multimodal model*"])
+    # Corrupt media is still refused: input validation does not depend on the model.
+    assert {outcomes[t] for t in CORRUPT_STATUS_CHECKS} == {"passed"} and outcomes[RECOVERY] == "passed"
+    assert not failed(outcomes), result.stdout.str()[-3000:]
+
+
+def test_a_profile_without_media_on_an_engine_that_reads_them_gets_them_tested(pytester: pytest.Pytester) -> None:
+    result, outcomes = run_suite(pytester, "-m", MEDIA_MARKERS, "--profile", "generic")
+    image_and_video = {t: o for t, o in outcomes.items() if t.startswith(("test_image.py", "test_video.py"))}
+    assert image_and_video and set(image_and_video.values()) == {"passed"}, result.stdout.str()[-3000:]

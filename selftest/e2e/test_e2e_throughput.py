@@ -1,0 +1,154 @@
+"""End to end: the throughput check run by pytest against reference engines.
+
+The check passes on a clean engine and writes its table, chart, JSON and progress;
+``early-eos`` fails it for the right reason; a saved baseline passes an unchanged
+engine and fails a slower one, naming the metric and the tolerance; a threshold it
+misses fails it; bad option values stop the run with the option named; and it
+refuses to share the engine. Pass/fail here never hangs on a wall-clock figure
+except the baseline comparison, whose slower engine is three times slower and whose
+tolerances are declared wide.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import pytest
+from suite_runner import REPO, failed, run_suite
+
+from engine_acceptance.reference_engine.config import LatencyModel
+from engine_acceptance.reference_engine.launcher import RunningReferenceEngine, start_reference_engine
+
+pytestmark = pytest.mark.e2e
+
+PROFILE = REPO / "fixtures" / "profiles" / "models" / "reference.yaml"
+CHECK = "test_throughput.py::test_fixed_length_load_is_served_in_full_and_passes_the_gate"
+# Output longer than the reference engine's natural reply (54 tokens), so early-eos shows.
+# -k: the fixed-length check alone (-m throughput also selects the media throughput, selftest/e2e/test_media_throughput.py).
+SMALL = ("-m", "throughput", "-k", "not media", "--throughput-shapes", "128/128@2x4", "--throughput-rounds", "2")
+
+
+def test_clean_engine_passes_and_reports_every_round_table_chart_and_progress(pytester: pytest.Pytester) -> None:
+    out = pytester.path / "throughput.json"
+    result, outcomes = run_suite(pytester, "-m", "throughput", "-k", "not media",
+                                 "--throughput-shapes", "128/32@1x2,128/32@4x4",
+                                 "--throughput-out", str(out))
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    assert outcomes == {f"{CHECK}[in128-out32]": "passed"}
+    result.stdout.fnmatch_lines([
+        "*throughput 128/32 concurrency 1 round 1/3: 2/2 requests done*",
+        "*throughput 128/32 concurrency 4 round 3/3: 4/4 requests done*",
+        "*128/32@4*4x3*",
+    ])
+    document = json.loads(out.read_text())
+    assert [cell["key"] for cell in document["cells"]] == ["128/32@1", "128/32@4"]
+    for cell in document["cells"]:
+        rounds = cell["summary"]["rounds"]
+        assert len(rounds) == 3 and all(r["metrics"]["p95_ttft_ms"] > 0 for r in rounds)
+        assert cell["summary"]["metrics"]["output_tok_s"]["median"] > 0
+        assert all(request["output_tokens"] == 32 for per_round in cell["requests"] for request in per_round)
+    assert "linear" in document["definitions"]["percentiles"]
+    attachments = [a for path in (pytester.path / "allure-results").glob("*-result.json")
+                   for a in json.loads(path.read_text()).get("attachments", [])]
+    kinds = {a["type"] for a in attachments if a["name"].startswith("throughput 128/32 tokens")}
+    assert {"text/html", "image/png", "application/json"} <= kinds
+
+
+def test_early_eos_fails_the_check_because_the_output_length_is_not_honored(pytester: pytest.Pytester) -> None:
+    result, outcomes = run_suite(pytester, *SMALL, "--inject", "early-eos")
+    assert failed(outcomes) == {f"{CHECK}[in128-out128]"}, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines(["*128/128@2: output length not honored: asked 128 tokens with ignore_eos, got 54 "
+                                 "(usage.completion_tokens, finish_reason='stop') in 8/8 requests*"])
+
+
+def test_early_eos_fails_the_default_run_through_the_throughput_check_alone(pytester: pytest.Pytester) -> None:
+    # The default command runs the measurements too: the defect fails that run, and no functional check.
+    result, outcomes = run_suite(pytester, "--inject", "early-eos", "-m", "not (recall or recall_1m)")
+    assert failed(outcomes) == {f"{CHECK}[in128-out128]"}, result.stdout.str()[-3000:]
+    assert result.ret == 1
+
+
+def test_a_missed_threshold_fails_the_check_naming_metric_and_limit(pytester: pytest.Pytester) -> None:
+    result, outcomes = run_suite(pytester, *SMALL, "--throughput-threshold", "128/128@2:output_tok_s>=1e9",
+                                 "--throughput-threshold", "p50_ttft_ms<=1e6")
+    assert failed(outcomes) == {f"{CHECK}[in128-out128]"}, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines(["*128/128@2: output_tok_s is * tok/s (median of rounds), threshold >= 1e+09 tok/s*"])
+    assert "p50_ttft_ms is" not in result.stdout.str()
+
+
+def test_thresholds_in_the_model_profile_gate_the_check_and_are_named(pytester: pytest.Pytester) -> None:
+    profile = pytester.path / "reference-with-slo.yaml"
+    profile.write_text(PROFILE.read_text() + "throughput:\n  thresholds: ['128/128@2:output_tok_s>=1e9']\n")
+    result, outcomes = run_suite(pytester, *SMALL, "--profile", str(profile))
+    assert failed(outcomes) == {f"{CHECK}[in128-out128]"}, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines([f"*128/128@2: output_tok_s is * threshold >= 1e+09 tok/s (model profile {profile})*"])
+
+
+@pytest.fixture(scope="module")
+def steady_engine() -> Iterator[RunningReferenceEngine]:
+    # Latencies large against a noisy machine's jitter, so an unchanged engine repeats itself.
+    with start_reference_engine(latency=LatencyModel(ttft_ms=100, tpot_ms=10), stream_chunk_tokens=1) as engine:
+        yield engine
+
+
+@pytest.fixture(scope="module")
+def slower_engine() -> Iterator[RunningReferenceEngine]:
+    with start_reference_engine(latency=LatencyModel(ttft_ms=100, tpot_ms=30), stream_chunk_tokens=1) as engine:
+        yield engine
+
+
+WIDE = ("--throughput-tolerance", "output_tok_s=30%", "--throughput-tolerance", "p95_ttft_ms=50%",
+        "--throughput-tolerance", "p95_tpot_ms=30%", "--throughput-tolerance", "p95_e2e_ms=30%")
+
+
+def test_baseline_passes_an_unchanged_engine_and_fails_a_slower_one_naming_metric_and_tolerance(
+        pytester: pytest.Pytester, steady_engine: RunningReferenceEngine,
+        slower_engine: RunningReferenceEngine) -> None:
+    baseline = pytester.path / "baseline.json"
+    shapes = ("-m", "throughput", "-k", "not media", "--throughput-shapes", "128/32@4x8")
+    saved, outcomes = run_suite(pytester, *shapes, "--engine-url", steady_engine.url, *WIDE,
+                                "--throughput-save", str(baseline))
+    assert saved.ret == 0 and not failed(outcomes), saved.stdout.str()[-3000:]
+    stored = json.loads(baseline.read_text())
+    assert stored["tolerances"]["output_tok_s"] == 30.0 and "128/32@4" in stored["cells"]
+
+    same, outcomes = run_suite(pytester, *shapes, "--engine-url", steady_engine.url,
+                               "--throughput-baseline", str(baseline))
+    assert same.ret == 0 and not failed(outcomes), same.stdout.str()[-3000:]
+
+    slower, outcomes = run_suite(pytester, *shapes, "--engine-url", slower_engine.url,
+                                 "--throughput-baseline", str(baseline))
+    assert failed(outcomes) == {f"{CHECK}[in128-out32]"}, slower.stdout.str()[-3000:]
+    slower.stdout.fnmatch_lines([
+        "*128/32@4: output_tok_s * tok/s is *% below the baseline * tok/s (tolerance 30%*",
+        "*128/32@4: p95_tpot_ms * ms is *% above the baseline * ms (tolerance 30%*",
+    ])
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("--throughput-shapes", "128x128"), "--throughput-shapes: '128x128' is not smoke, full*"),
+    (("--throughput-shapes", "999/1"), "--throughput-shapes: '999/1' is not a workload of the full matrix*"),
+    (("--throughput-rounds", "0"), "--throughput-rounds: 0 must be at least 1"),
+    (("--throughput-threshold", "speed>=1"), "--throughput-threshold: command line: unknown metric 'speed'*"),
+    (("--throughput-tolerance", "p95_ttft_ms=lots"), "--throughput-tolerance: tolerance 'p95_ttft_ms=lots' is not*"),
+    (("--throughput-baseline", "/nonexistent/base.json"),
+     "--throughput-baseline: baseline file /nonexistent/base.json does not exist"),
+    (("--throughput-out", "/nonexistent/dir/out.json"), "--throughput-out: '/nonexistent/dir/out.json': directory*"),
+], ids=["shapes-syntax", "shapes-unknown-workload", "rounds", "threshold-metric", "tolerance", "baseline", "out"])
+def test_bad_throughput_options_stop_the_run_naming_option_and_value(pytester: pytest.Pytester,
+                                                                     args: tuple[str, ...], message: str) -> None:
+    result, _ = run_suite(pytester, "-m", "throughput", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR, result.stdout.str()[-2000:]
+    result.stderr.fnmatch_lines([f"*{message}"])
+
+
+def test_throughput_under_xdist_runs_after_the_workers_alone_in_the_controller(pytester: pytest.Pytester) -> None:
+    result, outcomes = run_suite(pytester, "-m", "throughput or text", "-k", "not media and not recall",
+                                 "--throughput-shapes", "128/32@2x4", "--throughput-rounds", "2", "-n", "2")
+    assert outcomes[f"{CHECK}[in128-out32]"] == "passed", result.stdout.str()[-3000:]
+    assert not failed(outcomes), result.stdout.str()[-3000:]
+    out = result.stdout.str()
+    # The functional checks ran on the workers first; the measurement came after them, announced.
+    assert out.index("functional checks done; now 1 measurement(s) (throughput) run one at a time") < out.index(
+        "128/32@2: 2 round(s) of 4 requests"), out[-3000:]

@@ -1,0 +1,128 @@
+"""The release gate: known defects keep it green, stale records and failures turn it red."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from suite_runner import run_suite
+
+from engine_acceptance.pytest_plugin.verdict import GateCollector
+
+USAGE_CHECK = "tests/test_text.py::test_usage_is_present_and_total_is_prompt_plus_completion[*]"
+RECORD = f"""
+records:
+  - check: "{USAGE_CHECK}"
+    engine: vllm
+    model: "^reference-model$"
+    reason: the engine adds one to total_tokens (injected for the self-test)
+    source: selftest
+    date: "2026-11-29"
+    failure:
+      message: 'usage\\.total_tokens=\\d+ but prompt_tokens \\+ completion_tokens'
+"""
+
+
+def test_collector_counts_by_capability_and_fails_on_a_failure() -> None:
+    gate = GateCollector()
+    gate.add("t::a", ["text"], "call", "passed", None, "")
+    gate.add("t::b", ["text"], "call", "skipped", "known defect (seed 001): 264", "")
+    gate.add("t::c", ["image"], "setup", "skipped", None, "('x', 1, 'Skipped: model profile lacks image')")
+    assert gate.passed
+    gate.add("t::d", ["streaming"], "call", "failed", None, "E   AssertionError: no [DONE]\nmore")
+    assert not gate.passed
+    verdict = gate.verdict()
+    assert verdict["totals"] == {"passed": 1, "failed": 1, "known_defect": 1, "stale_record": 0, "skipped": 1}
+    assert verdict["failing_checks"] == [{"id": "t::d", "reason": "AssertionError: no [DONE]"}]
+    assert verdict["skipped"][0]["reason"] == "model profile lacks image"
+
+
+def test_teardown_pass_does_not_hide_a_call_failure() -> None:
+    gate = GateCollector()
+    gate.add("t::a", ["text"], "call", "failed", None, "E boom")
+    gate.add("t::a", ["text"], "teardown", "passed", None, "")
+    assert not gate.passed
+
+
+def test_stale_record_fails_in_strict_mode_and_warns_in_warn_mode() -> None:
+    strict = GateCollector(stale_records_fail=True)
+    strict.add("t::a", ["text"], "call", "failed", None, "[XPASS(strict)] known defect")
+    assert not strict.passed and strict.verdict()["stale_records"]
+    warn = GateCollector(stale_records_fail=False)
+    warn.add("t::a", ["text"], "call", "passed", "known defect", "")
+    assert warn.passed and warn.verdict()["stale_records"]
+
+
+def test_interrupted_run_never_passes(tmp_path: Path) -> None:
+    gate = GateCollector()
+    gate.add("t::a", ["text"], "call", "passed", None, "")
+    gate.interrupted = "interrupted (KeyboardInterrupt)"
+    data = json.loads(gate.write(tmp_path / "gate.json").read_text())
+    assert data["gate"] == "fail" and data["interrupted"]
+
+
+def _gate(pytester: pytest.Pytester) -> dict:
+    return json.loads((pytester.path / "gate.json").read_text())
+
+
+@pytest.mark.e2e
+def test_known_defect_keeps_the_gate_green_and_a_fixed_one_goes_stale(pytester: pytest.Pytester) -> None:
+    records = pytester.path / "records.yaml"
+    records.write_text(RECORD, encoding="utf-8")
+    common = ("-m", "text", f"--expectations={records}", f"--gate-json={pytester.path / 'gate.json'}")
+
+    result, _ = run_suite(pytester, *common, "--inject", "bad-usage")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    verdict = _gate(pytester)
+    assert verdict["gate"] == "pass" and len(verdict["known_defects"]) == 2
+    result.stdout.fnmatch_lines(["*GATE: PASS*"])
+
+    result, _ = run_suite(pytester, *common)
+    assert result.ret == 1
+    verdict = _gate(pytester)
+    assert verdict["gate"] == "fail" and len(verdict["stale_records"]) == 2
+    result.stdout.fnmatch_lines(["*STALE RECORD*", "*GATE: FAIL*"])
+
+    result, _ = run_suite(pytester, *common, "--stale-records=warn")
+    assert result.ret == 0
+    verdict = _gate(pytester)
+    assert verdict["gate"] == "pass" and len(verdict["stale_records"]) == 2
+
+
+@pytest.mark.e2e
+def test_unreachable_engine_writes_a_failing_verdict(pytester: pytest.Pytester) -> None:
+    result, _ = run_suite(pytester, "--engine-url=http://127.0.0.1:9", f"--gate-json={pytester.path / 'gate.json'}")
+    assert result.ret == 6
+    verdict = _gate(pytester)
+    assert verdict["gate"] == "fail" and "unreachable" in verdict["engine_unavailable"]
+
+
+@pytest.mark.e2e
+def test_shipped_sglang_media_records_gate_an_sglang_like_engine(pytester: pytest.Pytester) -> None:
+    """The seed's SGLang 500-on-corrupt-media records, pointed at the reference engine imitating SGLang."""
+    import yaml
+
+    from engine_acceptance.profiles.expectations import EXPECTATIONS_DIR
+
+    shipped = yaml.safe_load((EXPECTATIONS_DIR / "seed-001-media.yaml").read_text(encoding="utf-8"))
+    sglang = [dict(record, model="^reference-model$") for record in shipped["records"] if record["engine"] == "sglang"]
+    for record in sglang:
+        record.pop("versions", None)  # the reference engine's version is not the seed's build
+    records = pytester.path / "sglang-records.yaml"
+    records.write_text(yaml.safe_dump({"records": sglang}, allow_unicode=True), encoding="utf-8")
+    common = ("-m", "corrupt_media", "--convention", "sglang", f"--expectations={records}",
+              f"--gate-json={pytester.path / 'gate.json'}")
+
+    result, _ = run_suite(pytester, *common, "--inject", "media-500")
+    verdict = _gate(pytester)
+    assert result.ret == 0 and verdict["gate"] == "pass", result.stdout.str()[-3000:]
+    assert len(verdict["known_defects"]) == 7 and not verdict["failing_checks"]
+
+    result, _ = run_suite(pytester, *common)
+    verdict = _gate(pytester)
+    assert result.ret == 1 and verdict["gate"] == "fail"
+    assert len(verdict["stale_records"]) == 7
+
+    result, _ = run_suite(pytester, *common, "--stale-records=warn")
+    assert result.ret == 0 and _gate(pytester)["gate"] == "pass"

@@ -1,0 +1,251 @@
+"""Expected-failure records cover only the failure they describe (issue 13, point 5).
+
+A record's ``failure`` (a message regex and/or the report's failure category) must fit
+how the check failed; any other failure of a recorded check is a gate failure whose
+first line names the record and the real failure, in the terminal, gate.json and Allure.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from allure_results import read_results
+from suite_runner import run_suite
+
+from engine_acceptance.profiles.expectations import EXPECTATIONS_DIR, FailureDescription, load_expectations
+from engine_acceptance.profiles.profile import ProfileError
+from engine_acceptance.pytest_plugin.records import MISMATCH, mismatch_line
+from engine_acceptance.pytest_plugin.allure_report import FAILURE_CATEGORIES, failure_category, write_categories
+
+# Failure messages as allure-pytest and the records see them (ExceptionInfo.exconly()),
+# worded as tests/test_corrupt_media.py words them through media_checks.refusal_problem.
+SAMPLE = "AssertionError: corrupt sample truncated-png (the first half of bordered-red-512.png), sent as image_url: "
+HTTP_500 = (SAMPLE + 'server error on client data: HTTP 500, body {"object": "error", "message": "Internal server '
+            'error: RuntimeError: cannot identify image file"}\nassert \'server error…\' is None')
+HANG = SAMPLE + "no answer within the idle timeout: the engine hangs on it (total timeout after 60 s)\nassert ..."
+ACCEPTED = SAMPLE + "the engine accepted it: HTTP 200, content 'A red square on a white page'\nassert ..."
+CRASHED = SAMPLE + "the connection failed, the engine may have crashed (APIConnectionError: Connection error.)"
+
+USAGE_CHECK = "tests/test_text.py::test_usage_is_present_and_total_is_prompt_plus_completion"
+
+
+def _records(tmp_path: Path, records: list[dict], name: str = "records.yaml") -> Path:
+    path = tmp_path / name
+    path.write_text(yaml.safe_dump({"records": records}, allow_unicode=True, sort_keys=False), encoding="utf-8")
+    return path
+
+
+def _record(check: str, failure: dict | None, **extra: str) -> dict:
+    record = {"check": check, "engine": "*", "model": "^reference-model$",
+              "reason": "a defect injected for the self-test", "source": "selftest", "date": "2026-11-29", **extra}
+    if failure is not None:
+        record["failure"] = failure
+    return record
+
+
+# --- matching -------------------------------------------------------------------------
+
+def test_failure_matches_by_message_by_category_by_both_and_not_otherwise() -> None:
+    by_message = FailureDescription(message=r"server error on client data: HTTP 500\b")
+    by_category = FailureDescription(category="Engine error (5xx)")
+    both = FailureDescription(message=r"server error on client data: HTTP 500\b", category="Engine error (5xx)")
+    for description in (by_message, by_category, both):
+        assert description.matches(HTTP_500)
+        for other in (HANG, ACCEPTED, CRASHED):  # neither the message nor the category fits
+            assert not description.matches(other), (description, other)
+    # Both given, both must hold: the message fits the hang, its category is not the one named.
+    assert not FailureDescription(message="corrupt sample", category="Engine error (5xx)").matches(HANG)
+    assert FailureDescription(message="corrupt sample", category="Timeout or hang").matches(HANG)
+    assert FailureDescription(category="Wrong answer").matches(ACCEPTED)
+    # The message regex is searched, not anchored, and case-sensitive unless it says (?i).
+    assert FailureDescription(message="HTTP 500").matches(HTTP_500)
+    assert not FailureDescription(message="http 500").matches(HTTP_500)
+
+
+def test_category_is_the_one_allure_reads_from_categories_json(tmp_path: Path) -> None:
+    """A record's category and the report's come from one table, so they never disagree."""
+    rules = json.loads(write_categories(tmp_path).read_text(encoding="utf-8"))
+
+    def as_allure_reads_it(message: str, status: str) -> str | None:  # Allure 2: first rule, String.matches
+        return next((rule["name"] for rule in rules if status in rule["matchedStatuses"]
+                     and ("messageRegex" not in rule or re.fullmatch(rule["messageRegex"], message))), None)
+
+    assert set(FAILURE_CATEGORIES) <= {rule["name"] for rule in rules}
+    samples = [(HTTP_500, "failed"), (HANG, "failed"), (ACCEPTED, "failed"), (CRASHED, "failed"),
+               ("AssertionError: the stream did not end with data: [DONE]", "failed"),
+               ("Failed: engine unreachable since 12:00:01 (connection refused)", "failed"),
+               ("RuntimeError: fixture blew up", "broken")]
+    for message, status in samples:
+        assert failure_category(message, status) == as_allure_reads_it(message, status), message
+    assert [failure_category(m) for m in (HTTP_500, HANG, ACCEPTED)] == [
+        "Engine error (5xx)", "Timeout or hang", "Wrong answer"]
+    assert failure_category("RuntimeError: fixture blew up", "broken") == "Broken test (suite error)"
+
+
+def test_mismatch_line_names_the_record_and_the_real_failure(tmp_path: Path) -> None:
+    path = _records(tmp_path, [_record("tests/*", {"category": "Engine error (5xx)", "message": "HTTP 500"})])
+    line = mismatch_line(load_expectations([path]), HANG)
+    assert line == (f"{MISMATCH}: record records.yaml#0 expects category 'Engine error (5xx)' and a message matching "
+                    f"/HTTP 500/; got: [Timeout or hang] {HANG.splitlines()[0]}")
+
+
+# Each shipped record against a failure worded as its check words it (tests/), and against
+# failures of the same check the record must not cover. Gemma and MiniMax cannot run here:
+# these messages follow the assertions' f-strings and the records' `evidence`.
+SHIPPED = {
+    "gemma3-270m-vllm-cpu.yaml#0": (
+        "AssertionError: expected 703 in the answer, got '计算 19×37，只输出结果。icional\\n下次…'\nassert 703 in [19, 37]",
+        ["Failed: streamed request to http://h/v1/chat/completions failed: HTTP 500: {'message': 'boom'}"]),
+    "gemma3-270m-vllm-cpu.yaml#1": (
+        "AssertionError: turn 2 should repeat the codename 'jade-628' from turn 1, got '请记住本次对话的代号：jade-631。'",
+        ["Failed: non-streamed request to http://h/v1/chat/completions failed: timeout: no byte for 60 s"]),
+    "gemma3-270m-vllm-cpu.yaml#2": (
+        "AssertionError: asked for the key jade-50-1-…: the code at 50% depth, jade-50-1-259920, is missing "
+        "(the reply was cut at max_tokens); the answer was '下面 <document> 与 </document> 之间…'",
+        ["AssertionError: asked for the key jade-50-1-…: the code at 50% depth is wrong: jade-50-1-259921 instead "
+         "of jade-50-1-259920 (character 16 is '1', expected '0'); the answer was 'jade-50-1-259921'",
+         "AssertionError: the stream did not end with data: [DONE] (stream cut)"]),
+    "gemma3-270m-vllm-cpu.yaml#3": (
+        "AssertionError: the document has no key jade-30-2-…, so the answer must be NOT_FOUND; it was '下面…' "
+        "(the reply was cut at max_tokens)",
+        ["Failed: the 4,096-token recall request failed after 60.0 s: timeout: no byte for 60 s"]),
+    "gemma3-270m-vllm-cpu.yaml#4": (
+        "AssertionError: the answer holds no JSON object (the reply was cut at max_tokens): '下面 <document>…'",
+        ["AssertionError: in a 4,096-token prompt: the code at 10% depth, jade-10-0-123456, is missing; the answer "
+         "was '{}'"]),
+    "gemma3-270m-vllm-cpu.yaml#5": (
+        "AssertionError: no Python code defining unique_sorted in the reply: '编写Python函数unique_sorted(values)…'",
+        ["Failed: non-streamed request to http://127.0.0.1:8011/v1/chat/completions failed: timeout: total timeout",
+         "AssertionError: the code fails the allow-list and was not run: imports are not allowed"]),
+    "seed-001-media.yaml#0": (
+        "AssertionError: pure-red-512.png is one single colour, red (红/紅/red); the answer names ['black']: '1. 黑色'",
+        ["AssertionError: pure-red-512.png is one single colour, red (红/紅/red); the answer names ['white']: '白色'",
+         "AssertionError: pure-red-512.png is one single colour, red (红/紅/red); the answer names no colour: ''"]),
+    "seed-001-media.yaml#1": (HTTP_500, [HANG, ACCEPTED, CRASHED]),
+    "seed-001-media.yaml#2": (HTTP_500.replace("truncated-png", "invalid-base64"), [HANG, ACCEPTED, CRASHED]),
+    "seed-001-media.yaml#3": (HTTP_500.replace("image_url", "video_url"), [HANG, ACCEPTED, CRASHED]),
+    "seed-minimax-m3.yaml#0": (
+        "AssertionError: thinking disabled: 0/3 correct answers to the 240 question (answers: 264, 264, 264; "
+        "contents: ['264', '264', '264'])",
+        ["AssertionError: thinking disabled: 1/3 correct answers to the 240 question (answers: 240, 264, 264; "
+         "contents: [])",
+         "AssertionError: thinking disabled: 0/3 correct answers to the 240 question (answers: None, None, None; "
+         "contents: [])"]),
+    "seed-minimax-m3.yaml#1": (
+        "AssertionError: the reasoning field (reasoning / reasoning_content) is empty and content holds reasoning "
+        "markers ['<think>', '</think>']: '<think>\\n19×37…'",
+        ["AssertionError: the reasoning field (reasoning / reasoning_content) is empty",
+         "AssertionError: content is empty: the answer is missing next to the reasoning"]),
+    "seed-minimax-m3.yaml#2": (
+        "AssertionError: reasoning markers ['<think>', '</think>'] in content: '<think>\\n19×37…'",
+        ["Failed: streamed request to http://h/v1/chat/completions failed: HTTP 500: {}"]),
+}
+
+
+def test_shipped_records_describe_exactly_the_failure_they_record() -> None:
+    records = {record.origin: record for record in load_expectations()}
+    assert set(records) == set(SHIPPED), "a shipped record was added or removed: add its failures here"
+    for origin, (recorded, others) in SHIPPED.items():
+        failure = records[origin].failure
+        assert failure.matches(recorded), (origin, failure, recorded)
+        for other in others:
+            assert not failure.matches(other), (origin, failure, other)
+
+
+# --- loading --------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("failure", "expected"), [
+    (None, r"records/0: 'failure' is a required property"),
+    ({}, r"records/0/failure"),
+    ({"message": "HTTP (500"}, r"records/0/failure/message: 'HTTP \(500' is not a valid regular expression"),
+    ({"category": "Server error"}, r"records/0/failure/category: 'Server error' is not one of the report's failure "
+                                   r"categories: Engine error \(5xx\), Timeout or hang"),
+    ({"message": "x", "status": 500}, r"records/0/failure: Additional properties are not allowed"),
+], ids=["missing", "empty", "bad-regex", "unknown-category", "unknown-field"])
+def test_a_bad_failure_description_is_rejected_naming_file_and_record(tmp_path: Path, failure, expected) -> None:
+    path = _records(tmp_path, [_record("tests/*", failure)])
+    with pytest.raises(ProfileError, match=expected) as excinfo:
+        load_expectations([path])
+    assert str(path) in str(excinfo.value)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("failure", [None, {"message": "HTTP (500"}], ids=["no-failure", "bad-regex"])
+def test_a_bad_record_file_is_a_usage_error_naming_it(pytester: pytest.Pytester, failure) -> None:
+    path = _records(pytester.path, [_record(f"{USAGE_CHECK}[*]", failure)])
+    result, _ = run_suite(pytester, "-m", "text", f"--expectations={path}")
+    assert result.ret == 4, result.stdout.str()[-2000:]
+    result.stderr.fnmatch_lines([f"*--expectations: {path}: field records/0*"])
+
+
+# --- end to end -----------------------------------------------------------------------
+
+def _gate(pytester: pytest.Pytester) -> dict:
+    return json.loads((pytester.path / "gate.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.e2e
+def test_a_record_for_another_failure_leaves_the_check_failing(pytester: pytest.Pytester) -> None:
+    """bad-usage breaks total_tokens; a record expecting "no usage" does not cover that (under xdist too)."""
+    records = _records(pytester.path, [
+        _record(f"{USAGE_CHECK}[non-streamed]", {"message": "no usage in the reply"}),
+        _record(f"{USAGE_CHECK}[streamed]", {"message": r"usage\.total_tokens=\d+ but prompt_tokens",
+                                             "category": "Protocol violation"}),
+    ])
+    result, _ = run_suite(pytester, "-m", "text", "-k", "usage", "--inject", "bad-usage", "-n", "2",
+                          f"--expectations={records}", f"--gate-json={pytester.path / 'gate.json'}")
+    assert result.ret == 1, result.stdout.str()[-3000:]
+    verdict = _gate(pytester)
+    assert verdict["gate"] == "fail"
+    [failing] = verdict["failing_checks"]
+    assert failing["id"] == f"{USAGE_CHECK}[non-streamed]"
+    assert failing["reason"].startswith(
+        f"{MISMATCH}: record records.yaml#0 expects a message matching /no usage in the reply/; "
+        "got: AssertionError: usage.total_tokens="), failing["reason"]
+    [known] = verdict["known_defects"]
+    assert known["id"] == f"{USAGE_CHECK}[streamed]" and "[record records.yaml#1]" in known["record"]
+    result.stdout.fnmatch_lines([f"E   {MISMATCH}: record records.yaml#0 *; got: AssertionError: usage.total_tokens=*",
+                                 "*GATE: FAIL*"])
+    allure = read_results(pytester.path / "allure-results")
+    mismatched = allure["test_usage_is_present_and_total_is_prompt_plus_completion[non-streamed]"]
+    assert mismatched.status == "failed"
+    assert mismatched.raw["statusDetails"]["trace"].startswith(f"E   {MISMATCH}: record records.yaml#0")
+    assert mismatched.message.startswith("AssertionError: usage.total_tokens=")  # its category: Protocol violation
+    assert allure["test_usage_is_present_and_total_is_prompt_plus_completion[streamed]"].status == "skipped"
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize(("defect", "category"), [
+    (("--inject", "never-answer", "--request-timeout", "1", "--idle-timeout", "1"), "Timeout or hang"),
+    (("--inject", "media-crash"), None),
+], ids=["hang", "crash"])
+def test_shipped_sglang_500_records_do_not_cover_another_corrupt_media_failure(pytester: pytest.Pytester, defect,
+                                                                              category) -> None:
+    """Seed 001's "HTTP 500 on corrupt media" records, on an SGLang-like engine that hangs or crashes instead."""
+    shipped = yaml.safe_load((EXPECTATIONS_DIR / "seed-001-media.yaml").read_text(encoding="utf-8"))
+    sglang = [dict(record, model="^reference-model$") for record in shipped["records"] if record["engine"] == "sglang"]
+    for record in sglang:
+        record.pop("versions", None)  # the reference engine's version is not the seed's build
+    records = _records(pytester.path, sglang, "sglang-records.yaml")
+    check = "tests/test_corrupt_media.py::test_corrupt_media_is_rejected_with_4xx_and_an_error_body[truncated-png]"
+    result, _ = run_suite(pytester, "-m", "corrupt_media", "-k", "truncated-png", "--convention", "sglang", *defect,
+                          f"--expectations={records}", f"--gate-json={pytester.path / 'gate.json'}")
+    assert result.ret == 1, result.stdout.str()[-3000:]
+    verdict = _gate(pytester)
+    assert verdict["gate"] == "fail" and not verdict["known_defects"]
+    [failing] = verdict["failing_checks"]
+    assert failing["id"] == check
+    expects = (f"{MISMATCH}: record sglang-records.yaml#0 expects category 'Engine error (5xx)' and a message "
+               r"matching /server error on client data: HTTP 500\b/; got: ")
+    assert failing["reason"].startswith(expects), failing["reason"]
+    got = failing["reason"][len(expects):]
+    assert "AssertionError: corrupt sample truncated-png" in got
+    assert ("no answer within the idle timeout" if category else "the connection failed") in got
+    if category:
+        assert got.startswith(f"[{category}] ")
+    allure = read_results(pytester.path / "allure-results")
+    assert allure["test_corrupt_media_is_rejected_with_4xx_and_an_error_body[truncated-png]"].status == "failed"

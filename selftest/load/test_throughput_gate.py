@@ -1,0 +1,110 @@
+"""The throughput gate and options, without an engine: thresholds, tolerances, baseline, shapes."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine_acceptance.load.metrics import RoundSummary, summarize_cell
+from engine_acceptance.load.gate import (
+    Baseline,
+    GateError,
+    check_thresholds,
+    compare_with_baseline,
+    parse_threshold,
+    parse_tolerance,
+)
+from engine_acceptance.load.settings import SettingsError, full_matrix, select_cells, settings_from_options
+
+
+def cell(key: str = "128/128@4", **medians: float):
+    rounds = [RoundSummary(requests=4, completed=4, wall_s=1.0, output_tokens=512, errors_by_kind={},
+                           metrics=dict(medians))]
+    return summarize_cell(key, rounds)
+
+
+def test_thresholds_apply_to_their_cell_and_name_metric_value_and_limit() -> None:
+    summary = cell(output_tok_s=90.0, p95_ttft_ms=450.0)
+    thresholds = [parse_threshold("p95_ttft_ms<=500"), parse_threshold("128/128@4:output_tok_s>=100"),
+                  parse_threshold("128/128@8:output_tok_s>=1e9")]
+    assert check_thresholds(summary, thresholds) == [
+        "128/128@4: output_tok_s is 90 tok/s (median of rounds), threshold >= 100 tok/s (command line)"]
+
+
+@pytest.mark.parametrize("text", ["p95_ttft_ms<500", "speed>=1", "p95_ttft_ms<=fast", ""])
+def test_malformed_thresholds_are_refused_with_the_text(text: str) -> None:
+    with pytest.raises(GateError, match="threshold|metric"):
+        parse_threshold(text)
+
+
+def test_tolerances_parse_with_or_without_percent_sign() -> None:
+    assert parse_tolerance("p95_ttft_ms=20%") == ("p95_ttft_ms", 20.0)
+    assert parse_tolerance("output_tok_s=7.5") == ("output_tok_s", 7.5)
+    with pytest.raises(GateError):
+        parse_tolerance("output_tok_s")
+
+
+def test_baseline_round_trips_and_fails_only_regressions_beyond_their_tolerance(tmp_path: Path) -> None:
+    before = cell(output_tok_s=1000.0, p95_ttft_ms=100.0, p95_tpot_ms=10.0)
+    path = Baseline.from_summaries([before], tolerances={"output_tok_s": 10.0, "p95_ttft_ms": 25.0},
+                                   engine={"model": "m"}).save(tmp_path / "base.json")
+    baseline = Baseline.load(path)
+    assert baseline.tolerances == {"output_tok_s": 10.0, "p95_ttft_ms": 25.0}
+
+    within = cell(output_tok_s=905.0, p95_ttft_ms=124.0, p95_tpot_ms=50.0)  # TPOT has no tolerance: not compared
+    assert compare_with_baseline(within, baseline) == ([], [])
+    faster = cell(output_tok_s=5000.0, p95_ttft_ms=1.0)
+    assert compare_with_baseline(faster, baseline)[0] == [], "an improvement is not a regression"
+    worse = cell(output_tok_s=800.0, p95_ttft_ms=130.0)
+    violations, _ = compare_with_baseline(worse, baseline)
+    assert violations == [
+        f"128/128@4: output_tok_s 800 tok/s is 20.0% below the baseline 1000 tok/s (tolerance 10%, baseline {path})",
+        f"128/128@4: p95_ttft_ms 130 ms is 30.0% above the baseline 100 ms (tolerance 25%, baseline {path})",
+    ]
+    overridden, _ = compare_with_baseline(worse, baseline, {"output_tok_s": 25.0, "p95_ttft_ms": 35.0})
+    assert overridden == []
+    _, notes = compare_with_baseline(cell("4096/128@8", output_tok_s=1.0), baseline)
+    assert notes == [f"4096/128@8: not in the baseline {path}; not compared"]
+
+
+@pytest.mark.parametrize("content", ["not json", json.dumps({"format": "other"}),
+                                     json.dumps({"format": "engine-acceptance-throughput-baseline/1",
+                                                 "cells": {}, "tolerances": {"speed": 1}})])
+def test_a_bad_baseline_file_is_refused(tmp_path: Path, content: str) -> None:
+    path = tmp_path / "base.json"
+    path.write_text(content)
+    with pytest.raises(GateError, match="baseline file"):
+        Baseline.load(path)
+
+
+def test_shape_selection_knows_smoke_full_workloads_and_single_cells() -> None:
+    assert [c.key for c in select_cells("smoke")] == ["128/128@1", "128/128@4"]
+    assert [c.requests for c in select_cells("smoke")] == [4, 8]
+    full = full_matrix()
+    assert [c.key for c in select_cells("full")] == [c.key for c in full]
+    assert {c.key for c in full} >= {"128/128@32", "4096/128@8", "16384/256@4", "128/2048@8", "8192/1024@16"}
+    assert next(c for c in full if c.key == "128/128@32").requests == 128
+    assert [c.key for c in select_cells("4096/128")] == ["4096/128@4", "4096/128@8"]
+    custom = select_cells("128/128@4,4096/128@32x64,512/64@3")
+    assert [(c.key, c.requests, c.warmup_requests) for c in custom] == [
+        ("128/128@4", 16, 4), ("4096/128@32", 64, 32), ("512/64@3", 6, 3)]
+    with pytest.raises(SettingsError, match="named twice"):
+        select_cells("128/128@4x8,128/128@4x16")
+
+
+def test_settings_name_the_option_that_is_wrong(tmp_path: Path) -> None:
+    def settings(**overrides):
+        options = dict(shapes="smoke", rounds=3, thresholds=(), tolerances=(), baseline=None, save=None, out=None)
+        return settings_from_options(**{**options, **overrides})
+
+    assert settings(save=str(tmp_path / "b.json")).save_path == tmp_path / "b.json"
+    for overrides, option in [({"rounds": 0}, "--throughput-rounds"), ({"shapes": "fast"}, "--throughput-shapes"),
+                              ({"thresholds": ["x>=1"]}, "--throughput-threshold"),
+                              ({"tolerances": ["x=1"]}, "--throughput-tolerance"),
+                              ({"baseline": str(tmp_path / "none.json")}, "--throughput-baseline"),
+                              ({"out": str(tmp_path)}, "--throughput-out")]:
+        with pytest.raises(SettingsError) as raised:
+            settings(**overrides)
+        assert raised.value.option == option and str(raised.value).startswith(option)

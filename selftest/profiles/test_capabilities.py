@@ -1,0 +1,92 @@
+"""Capability planning and coverage: what is tested, what is skipped and why, what fails the gate."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from engine_acceptance.profiles.capabilities import coverage_rows, effective_profile, plan_capabilities, \
+    validate_capability_names
+from engine_acceptance.pytest_plugin.verdict import COVERS_PROPERTY, GateCollector
+from engine_acceptance.profiles.profile import load_model_profile
+
+GENERIC = load_model_profile("generic")
+
+
+@dataclass
+class FakeProbe:
+    state: str
+    evidence: str = "seen"
+    settings: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class FakeDiscovery:
+    probes: dict[str, FakeProbe]
+
+
+MODES = {"enabled": {"chat_template_kwargs": {"enable_thinking": True}},
+         "disabled": {"chat_template_kwargs": {"enable_thinking": False}}}
+
+
+def test_an_unknown_model_gets_what_the_probes_found_served_or_broken_tested() -> None:
+    discovery = FakeDiscovery({"tools": FakeProbe("served"), "image": FakeProbe("broken", "HTTP 500"),
+                               "video": FakeProbe("not_served", "HTTP 400: not a multimodal model"),
+                               "reasoning": FakeProbe("served", settings={"default_on": True}),
+                               "thinking_modes": FakeProbe("served", settings={"modes": MODES})})
+    plans = plan_capabilities(GENERIC, discovery, frozenset())
+    tested = {name for name, plan in plans.items() if plan.tested}
+    assert tested == {"text", "streaming", "code", "long_context", "tools", "image", "reasoning", "thinking_modes"}
+    assert plans["video"].reason == "not served by the engine: HTTP 400: not a multimodal model"
+    assert "no probe can tell" in plans["reasoning_effort"].reason
+    profile = effective_profile(GENERIC, plans, discovery)
+    assert profile.thinking_modes == MODES and profile.reasoning_default_on and profile.has("tools")
+
+
+def test_a_declared_capability_is_tested_even_when_a_probe_saw_no_reasoning() -> None:
+    # A reasoning parser that leaks into content looks like "no reasoning" to a probe:
+    # declared, the checks run and catch it.
+    profile = load_model_profile("reference")
+    plans = plan_capabilities(profile, FakeDiscovery({"reasoning": FakeProbe("not_served")}), frozenset())
+    assert plans["reasoning"].tested
+
+
+def test_required_and_not_served_fails_coverage_and_required_untested_fails_too() -> None:
+    discovery = FakeDiscovery({"image": FakeProbe("not_served", "HTTP 400: not a multimodal model"),
+                               "tools": FakeProbe("served")})
+    plans = plan_capabilities(GENERIC, discovery, frozenset({"image", "tools"}))
+    rows = {row.name: row for row in coverage_rows(plans, [(frozenset({"text"}), "passed", "")])}
+    assert rows["image"].coverage_failure == ("required capability 'image' is not served: "
+                                              "HTTP 400: not a multimodal model")
+    assert rows["tools"].coverage_failure == ("required capability 'tools' was not tested: none of its checks ran "
+                                              "(none selected in this run)")
+    rows = {row.name: row for row in coverage_rows(plans, [(frozenset({"tools"}), "skipped", "engine said no")])}
+    assert "(1 skipped: engine said no)" in rows["tools"].coverage_failure
+    rows = {row.name: row for row in coverage_rows(plans, [(frozenset({"tools"}), "passed", "")])}
+    assert rows["tools"].coverage_failure is None and rows["tools"].result == "passed"
+
+
+def test_unknown_capability_names_are_refused_with_the_known_ones() -> None:
+    with pytest.raises(ValueError, match="--expect: unknown capability 'imagex'; known: text, streaming"):
+        validate_capability_names(["image", "imagex"], source="--expect")
+
+
+def test_a_run_that_executed_no_check_never_passes() -> None:
+    gate = GateCollector()
+    assert not gate.passed and "no check ran" in gate.gate_failures()[0]
+    gate.add("t::a", ["text"], "setup", "skipped", None, "('x', 1, 'Skipped: why')")
+    assert not gate.passed
+    gate.add("t::b", ["text"], "call", "passed", None, "")
+    assert gate.passed
+
+
+def test_figures_recorded_by_checks_reach_the_verdict_and_coverage_does_not() -> None:
+    gate = GateCollector(plans=plan_capabilities(GENERIC, None, frozenset()))
+    gate.add("t::a", ["text"], "call", "passed", None, "",
+             [(COVERS_PROPERTY, "text"), ("ttft_s", 0.25), ("cells", '{"128/128@1": {"output_tok_s": 15.2}}')])
+    verdict = gate.verdict()
+    assert verdict["figures"] == {"t::a": {"ttft_s": 0.25, "cells": {"128/128@1": {"output_tok_s": 15.2}}}}
+    text = next(row for row in verdict["capabilities"] if row["name"] == "text")
+    assert text["ran"] == 1 and text["result"] == "passed"

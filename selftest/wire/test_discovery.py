@@ -1,0 +1,326 @@
+"""Self-tests of capability discovery (engine_acceptance/wire/discovery.py).
+
+Against the reference engine started with the launcher, as the suite starts it:
+everything served under a model name no profile matches, then each option that
+takes a capability away (--text-only, --no-tool-parser, --no-tokenize,
+--no-reasoning) and faults that break it. The classification of single replies and
+the thinking-switch logic are also tested on crafted exchanges, where the engine
+cannot be made to answer that way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine_acceptance.wire.client import ClientTimeouts, EngineTarget, Exchange
+from engine_acceptance.wire.discovery import (
+    CAPABILITIES,
+    THINKING_SWITCHES,
+    Discovery,
+    Probe,
+    SwitchTrial,
+    classify_exchange,
+    classify_tokenize,
+    discover,
+    judge_reasoning,
+)
+from engine_acceptance.media.library import MEDIA_DIR
+from engine_acceptance.profiles.profile import choose_model_profile, load_engine_profile
+from engine_acceptance.wire.reassembly import reply_from_body
+from engine_acceptance.reference_engine import RunningReferenceEngine, start_reference_engine
+
+UNPROFILED = "acme-chat-7b"
+TIMEOUTS = ClientTimeouts(connect=5.0, idle=10.0, total=20.0)
+AUTO_TOOLS_REFUSAL = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+
+
+class Engines:
+    """Reference engines started on first use, one per set of options, stopped at the end."""
+
+    def __init__(self) -> None:
+        self._running: dict[str, RunningReferenceEngine] = {}
+
+    def get(self, **options: Any) -> RunningReferenceEngine:
+        key = json.dumps(options, sort_keys=True)
+        if key not in self._running:
+            self._running[key] = start_reference_engine(model=UNPROFILED, **options)
+        return self._running[key]
+
+    def stop_all(self) -> None:
+        for engine in self._running.values():
+            engine.stop()
+
+
+@pytest.fixture(scope="module")
+def engines() -> Iterator[Engines]:
+    registry = Engines()
+    yield registry
+    registry.stop_all()
+
+
+def run_discovery(engines: Engines, *, engine_profile: str = "vllm", **options: Any) -> Discovery:
+    engine = engines.get(**options)
+    target = EngineTarget(base_url=engine.url, model=UNPROFILED, timeouts=TIMEOUTS)
+    return asyncio.run(discover(target, load_engine_profile(engine_profile), advertised_context=32768,
+                                media_dir=MEDIA_DIR))
+
+
+def states(discovery: Discovery) -> dict[str, str]:
+    return {name: state for name, state, _ in discovery.table_rows()}
+
+
+# --- against the reference engine -----------------------------------------------------------
+
+def test_everything_is_served_under_a_model_name_no_profile_matches(engines: Engines) -> None:
+    assert choose_model_profile(UNPROFILED, None).name == "generic"
+    discovery = run_discovery(engines)
+    assert states(discovery) == {name: "served" for name in CAPABILITIES}, discovery.table_rows()
+    thinking = discovery.settings("thinking_modes")
+    switch = next(s for s in THINKING_SWITCHES if s.name == thinking["switch"])
+    assert thinking["modes"] == {"enabled": switch.enabled, "disabled": switch.disabled}
+    assert discovery.settings("reasoning")["default_on"] is True
+    assert discovery.settings("tokenize") == {"endpoint": "/tokenize"}
+    assert discovery.settings("video") == {"content_type": "video_url"}
+    assert discovery.advertised_context == 32768
+    assert discovery.elapsed_s < 2.0, f"discovery took {discovery.elapsed_s:.2f}s on the reference engine"
+
+
+def test_text_only_engine_refuses_image_and_video_in_vllms_words(engines: Engines) -> None:
+    discovery = run_discovery(engines, text_only=True)
+    found = states(discovery)
+    assert found["image"] == found["video"] == "not_served"
+    for capability in ("image", "video"):
+        evidence = discovery.probes[capability].evidence
+        assert f"HTTP 400: {UNPROFILED} is not a multimodal model" in evidence, evidence
+    assert {found[c] for c in ("tools", "reasoning", "thinking_modes", "tokenize")} == {"served"}
+
+
+def test_engine_without_tool_parser_refuses_tools_in_vllms_words(engines: Engines) -> None:
+    discovery = run_discovery(engines, tool_parser=False)
+    assert discovery.probes["tools"] == Probe("tools", "not_served", f"HTTP 400: {AUTO_TOOLS_REFUSAL}")
+    assert states(discovery)["image"] == "served"
+
+
+def test_engine_without_tokenize_endpoint_is_not_served_with_its_404(engines: Engines) -> None:
+    discovery = run_discovery(engines, tokenize=False)
+    assert discovery.probes["tokenize"] == Probe("tokenize", "not_served", "POST /tokenize: HTTP 404: Not Found")
+    assert states(discovery)["tools"] == "served"
+
+
+def test_model_that_never_reasons_has_neither_reasoning_nor_thinking_modes(engines: Engines) -> None:
+    discovery = run_discovery(engines, reasoning=False)
+    assert discovery.probes["reasoning"] == Probe("reasoning", "not_served", "no reasoning in the reply")
+    assert discovery.state("thinking_modes") == "not_served"
+    assert discovery.settings("thinking_modes") == {}
+    assert states(discovery)["image"] == "served"
+
+
+def test_sglang_convention_reasoning_content_and_flat_error_bodies(engines: Engines) -> None:
+    discovery = run_discovery(engines, engine_profile="sglang", convention="sglang", text_only=True)
+    assert discovery.settings("reasoning")["fields"] == ["reasoning_content"]
+    assert f"HTTP 400: {UNPROFILED} is not a multimodal model" in discovery.probes["image"].evidence
+
+
+def test_generic_engine_profile_does_not_probe_video_and_still_finds_tokenize(engines: Engines) -> None:
+    discovery = run_discovery(engines, engine_profile="generic")
+    assert discovery.state("video") == "not_probed"
+    assert "features.video_content_type is not set" in discovery.probes["video"].evidence
+    assert discovery.settings("tokenize") == {"endpoint": "/tokenize"}
+
+
+def test_503_storm_makes_every_chat_capability_broken_not_skipped(engines: Engines) -> None:
+    discovery = run_discovery(engines, defects=["503-storm"])
+    for capability in ("tools", "image", "video", "reasoning", "thinking_modes"):
+        probe = discovery.probes[capability]
+        assert probe.state == "broken" and "HTTP 503" in probe.evidence, probe
+        assert discovery.served(capability)
+    # Transport faults touch chat completions only.
+    assert discovery.state("tokenize") == "served"
+
+
+def test_error_body_under_200_is_broken(engines: Engines) -> None:
+    discovery = run_discovery(engines, defects=["error-body-200"])
+    probe = discovery.probes["tools"]
+    assert probe.state == "broken" and "error body instead of a reply" in probe.evidence, probe
+
+
+def test_a_switch_that_does_not_turn_thinking_off_leaves_thinking_modes_not_served(engines: Engines) -> None:
+    discovery = run_discovery(engines, defects=["ignore-thinking-off"])
+    assert discovery.state("reasoning") == "served"
+    assert discovery.probes["thinking_modes"].state == "not_served"
+    assert discovery.probes["thinking_modes"].evidence.startswith("no known switch turned reasoning off")
+
+
+def test_reference_engine_refusals_have_vllms_error_body(engines: Engines) -> None:
+    url = engines.get(text_only=True, tool_parser=False, tokenize=False).url
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}
+    status, body = post(url + "/v1/chat/completions",
+                        {"model": UNPROFILED, "messages": [{"role": "user", "content": [image]}]})
+    assert (status, body) == (400, {"error": {"message": f"{UNPROFILED} is not a multimodal model",
+                                              "type": "BadRequestError", "param": None, "code": 400}})
+    tool = json.loads((Path(__file__).parents[2] / "fixtures/schemas/get_weather.tool.json").read_text())
+    status, body = post(url + "/v1/chat/completions",
+                        {"model": UNPROFILED, "messages": [{"role": "user", "content": "hi"}], "tools": [tool]})
+    assert (status, body["error"]["message"]) == (400, AUTO_TOOLS_REFUSAL)
+    status, body = post(url + "/v1/chat/completions",
+                        {"model": UNPROFILED, "messages": [{"role": "user", "content": "hi"}], "tools": [tool],
+                         "tool_choice": "required"})
+    assert (status, body["error"]["message"]) == (400, 'tool_choice="required" requires --tool-call-parser to be set')
+    # tool_choice none needs no parser.
+    status, _ = post(url + "/v1/chat/completions",
+                     {"model": UNPROFILED, "messages": [{"role": "user", "content": "hi"}], "tools": [tool],
+                      "tool_choice": "none"})
+    assert status == 200
+    assert post(url + "/tokenize", {"model": UNPROFILED, "prompt": "hello"}) == (404, {"detail": "Not Found"})
+
+
+def post(url: str, body: dict[str, Any]) -> tuple[int, Any]:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return response.status, json.loads(response.read())
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+# --- classification of crafted exchanges ---------------------------------------------------
+
+def exchange(status: int | None = 200, body: Any = None, *, error_kind: str | None = None,
+             error: str | None = None) -> Exchange:
+    made = Exchange("POST", "http://engine/v1/chat/completions", {}, False, status=status, body=body,
+                    error_kind=error_kind, error=error)
+    if status is not None and 200 <= status < 300 and isinstance(body, dict) and "choices" in body:
+        made.reply = reply_from_body(body)
+    return made
+
+
+def chat_body(content: str = "42", reasoning: str | None = None) -> dict[str, Any]:
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if reasoning is not None:
+        message["reasoning"] = reasoning
+    return {"id": "x", "object": "chat.completion", "model": "m",
+            "choices": [{"index": 0, "message": message, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 5, "completion_tokens": 2, "total_tokens": 7}}
+
+
+@pytest.mark.parametrize(
+    ("made", "state", "evidence"),
+    [
+        pytest.param(exchange(400, {"error": {"message": "m is not a multimodal model", "type": "BadRequestError",
+                                              "param": None, "code": 400}}),
+                     "not_served", "HTTP 400: m is not a multimodal model", id="400-vllm-body"),
+        pytest.param(exchange(400, {"object": "error", "message": "no images", "type": "BadRequestError"}),
+                     "not_served", "HTTP 400: no images", id="400-sglang-flat-body"),
+        pytest.param(exchange(422, "Unprocessable"), "not_served", "HTTP 422: Unprocessable", id="422-text"),
+        pytest.param(exchange(401, {"error": "Unauthorized"}), "broken", "HTTP 401: Unauthorized", id="401-auth"),
+        pytest.param(exchange(429, {"error": {"message": "slow down"}}), "broken", "HTTP 429: slow down",
+                     id="429-rate-limit"),
+        pytest.param(exchange(500, {"error": {"message": "Internal server error"}}), "broken",
+                     "HTTP 500: Internal server error", id="500"),
+        pytest.param(exchange(None, error_kind="timeout", error="idle timeout: never answered"), "broken",
+                     "timeout: idle timeout: never answered", id="timeout"),
+        pytest.param(exchange(None, error_kind="connection", error="refused"), "broken", "connection: refused",
+                     id="connection"),
+        pytest.param(exchange(200, chat_body("")), "broken",
+                     "HTTP 200 with nothing in content, reasoning or tool calls (finish_reason 'stop')",
+                     id="200-empty-reply"),
+        pytest.param(exchange(200, {"unexpected": True}), "broken",
+                     'HTTP 200 without a usable reply: {"unexpected": true}', id="200-not-a-reply"),
+        pytest.param(exchange(200, chat_body("42")), "served", "HTTP 200: content '42'", id="200-reply"),
+    ],
+)
+def test_classify_exchange(made: Exchange, state: str, evidence: str) -> None:
+    assert classify_exchange(made) == (state, evidence)
+
+
+def test_evidence_is_capped_for_a_table_cell() -> None:
+    state, evidence = classify_exchange(exchange(400, {"error": {"message": "x" * 1000}}))
+    assert state == "not_served" and len(evidence) <= 200 and evidence.endswith("…")
+
+
+@pytest.mark.parametrize(
+    ("made", "state", "evidence"),
+    [
+        pytest.param(exchange(200, {"count": 1, "tokens": [9906], "max_model_len": 8}), "served",
+                     "POST /tokenize: 1 token(s) for 'hello'", id="tokens"),
+        pytest.param(exchange(200, {"count": 2}), "served", "POST /tokenize: count 2 for 'hello'", id="count"),
+        pytest.param(exchange(405, {"detail": "Method Not Allowed"}), "not_served",
+                     "POST /tokenize: HTTP 405: Method Not Allowed", id="405"),
+        pytest.param(exchange(200, {"ok": True}), "broken",
+                     'POST /tokenize: HTTP 200 without a token list or count: {"ok": true}', id="200-no-tokens"),
+        pytest.param(exchange(502, "Bad Gateway"), "broken", "POST /tokenize: HTTP 502: Bad Gateway", id="502"),
+    ],
+)
+def test_classify_tokenize(made: Exchange, state: str, evidence: str) -> None:
+    assert classify_tokenize(made, "/tokenize") == (state, evidence)
+
+
+def _trials(answer: Any) -> list[SwitchTrial]:
+    """One trial per known switch; `answer(switch, form)` gives each form's exchange."""
+    return [SwitchTrial(s, answer(s, "off"), answer(s, "on")) for s in THINKING_SWITCHES]
+
+
+def test_model_that_reasons_only_when_asked_finds_its_switch() -> None:
+    # DeepSeek-V3.1: no reasoning by default; thinking=true turns it on.
+    def answer(switch: Any, form: str) -> Exchange:
+        on = switch.name == "thinking" and form == "on"
+        return exchange(200, chat_body("42", "17 + 25 is 42." if on else None))
+
+    reasoning, thinking = judge_reasoning(exchange(200, chat_body("42")), _trials(answer))
+    assert reasoning.state == "served" and reasoning.settings["default_on"] is False
+    assert "chat_template_kwargs.thinking=true turns it on" in reasoning.evidence
+    assert thinking.state == "served" and thinking.settings["switch"] == "thinking"
+    assert thinking.settings["modes"]["disabled"] == {"chat_template_kwargs": {"thinking": False}}
+
+
+def test_reasoning_markers_in_content_are_broken_not_absent() -> None:
+    plain = exchange(200, chat_body("<think>\nThe user asks for 17 + 25"))
+    reasoning, thinking = judge_reasoning(plain, _trials(lambda s, f: exchange(200, chat_body("<think>\nhm"))))
+    assert reasoning.state == "broken" and "no reasoning parser" in reasoning.evidence
+    assert thinking.state == "not_served"
+
+
+def test_a_switch_the_engine_fails_on_makes_thinking_modes_broken() -> None:
+    def answer(switch: Any, form: str) -> Exchange:
+        if switch.name == "thinking_mode":
+            return exchange(500, {"error": {"message": "template error"}})
+        return exchange(200, chat_body("42", "still thinking"))
+
+    _, thinking = judge_reasoning(exchange(200, chat_body("42", "thinking")), _trials(answer))
+    assert thinking.state == "broken"
+    assert thinking.evidence.startswith("chat_template_kwargs.thinking_mode=\"disabled\": HTTP 500: template error")
+
+
+def test_a_refused_plain_request_breaks_reasoning_and_thinking() -> None:
+    refused = exchange(400, {"error": {"message": "bad"}})
+    reasoning, thinking = judge_reasoning(refused, _trials(lambda s, f: refused))
+    why = "a plain chat request failed: HTTP 400: bad"
+    assert (reasoning, thinking) == (Probe("reasoning", "broken", why), Probe("thinking_modes", "broken", why))
+
+
+# --- the result itself ---------------------------------------------------------------------
+
+def test_discovery_round_trips_through_json_for_xdist_workers(engines: Engines) -> None:
+    discovery = run_discovery(engines, text_only=True)
+    again = Discovery.from_dict(json.loads(json.dumps(discovery.to_dict())))
+    assert again == discovery
+    assert again.table_rows() == discovery.table_rows()
+
+
+def test_probe_rejects_an_unknown_state() -> None:
+    with pytest.raises(ValueError, match="not one of served, not_served, broken, not_probed"):
+        Probe("image", "maybe", "")
+
+
+def test_unprobed_capability_reads_as_not_probed() -> None:
+    discovery = Discovery(probes={}, advertised_context=None, elapsed_s=0.0)
+    assert discovery.state("image") == "not_probed" and not discovery.served("image")
+    assert discovery.settings("image") == {}
