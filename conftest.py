@@ -1,3 +1,4 @@
-"""Root conftest: loads the engine-acceptance plugin and its fixture modules."""
-
-pytest_plugins = ["engine_acceptance.pytest_plugin.plugin", "fixtures.engine", "fixtures.recall", "fixtures.throughput"]
+"""Root conftest, deliberately empty: the engine-acceptance plugin loads through its ``pytest11``
+entry point (``pip install -e .``), registers its own markers and fixture modules, and
+runs the same from this checkout as from an installed wheel.
+"""

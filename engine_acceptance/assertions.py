@@ -9,8 +9,6 @@ from __future__ import annotations
 import re
 from typing import Iterable
 
-import pytest
-
 from engine_acceptance.wire.client import Exchange
 from engine_acceptance.wire.reassembly import Reply
 
@@ -20,8 +18,10 @@ __all__ = ["markers_found", "reply_of", "integers_in"]
 def reply_of(exchange: Exchange) -> Reply:
     """The reply of a successful exchange; fails the check with the reason otherwise."""
     if not exchange.ok or exchange.reply is None:
+        # Hidden from pytest's traceback: the failure is the engine's, shown as one sentence.
+        __tracebackhide__ = True
         mode = "streamed" if exchange.stream else "non-streamed"
-        pytest.fail(f"{mode} request to {exchange.url} failed: {exchange.describe_failure()}")
+        raise AssertionError(f"{mode} request to {exchange.url} failed: {exchange.describe_failure()}")
     return exchange.reply
 
 

@@ -13,10 +13,13 @@ from __future__ import annotations
 import functools
 from importlib import resources
 from pathlib import Path
+from typing import Any
+
+import yaml
 
 from engine_acceptance.errors import UsageError
 
-__all__ = ["SUITE_FOLDERS", "SuiteNotFound", "suite_root", "suite_path"]
+__all__ = ["SUITE_FOLDERS", "SuiteNotFound", "load_prompts", "suite_root", "suite_path"]
 
 SUITE_FOLDERS = ("tests", "fixtures", "media")
 
@@ -42,3 +45,8 @@ def suite_root() -> Path:
 def suite_path(*parts: str) -> Path:
     """A path inside the suite, e.g. ``suite_path("fixtures", "profiles")``."""
     return suite_root().joinpath(*parts)
+
+
+def load_prompts(name: str) -> Any:
+    """The prompts of one capability, ``fixtures/prompts/<name>.yaml``."""
+    return yaml.safe_load(suite_path("fixtures", "prompts", f"{name}.yaml").read_text(encoding="utf-8"))

@@ -25,7 +25,8 @@ from engine_acceptance.wire.client import EngineTarget, Exchange, RawStreamingCl
 from engine_acceptance.pytest_plugin.allure_report import attach_exchange
 from engine_acceptance.session import AcceptanceSession
 
-pytestmark = [pytest.mark.auth]
+# Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
+pytestmark = [pytest.mark.asyncio, pytest.mark.auth]
 
 REFUSED = (401, 403)
 # (method, path) of what an unauthorised caller must not get: generation, and the model list.

@@ -21,7 +21,8 @@ from engine_acceptance.sandbox.code_extraction import check_function_source, ext
 from engine_acceptance.pytest_plugin.allure_report import attach_json
 from engine_acceptance.sandbox.runner import CaseRun, run_function
 
-pytestmark = [pytest.mark.code_exec, pytest.mark.requires("code")]
+# Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
+pytestmark = [pytest.mark.asyncio, pytest.mark.code_exec, pytest.mark.requires("code")]
 
 
 def _case_problems(case: dict[str, Any], run: CaseRun | None) -> list[str]:

@@ -21,18 +21,18 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import yaml
 
 from engine_acceptance.media import library as media
 from engine_acceptance.wire.client import Exchange
 from engine_acceptance.media.messages import attach_media, media_part, refusal_problem, user_turn
 from engine_acceptance.profiles.profile import EngineProfile
 from engine_acceptance.pytest_plugin.allure_report import attach_json
-from fixtures.engine import PROMPTS_DIR
+from engine_acceptance.resources import load_prompts
 
-pytestmark = [pytest.mark.corrupt_media]
+# Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
+pytestmark = [pytest.mark.asyncio, pytest.mark.corrupt_media]
 
-CASES: dict[str, Any] = yaml.safe_load((PROMPTS_DIR / "image.yaml").read_text(encoding="utf-8"))["corrupt"]
+CASES: dict[str, Any] = load_prompts("image")["corrupt"]
 
 
 def _content_type(part: str, engine_profile: EngineProfile) -> str | None:

@@ -11,7 +11,6 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import yaml
 
 from engine_acceptance.media import library as media
 from engine_acceptance.assertions import reply_of, short
@@ -25,11 +24,12 @@ from engine_acceptance.media.messages import (
     user_turn,
     values_in_order,
 )
-from fixtures.engine import PROMPTS_DIR
+from engine_acceptance.resources import load_prompts
 
-pytestmark = [pytest.mark.image, pytest.mark.requires("image")]
+# Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
+pytestmark = [pytest.mark.asyncio, pytest.mark.image, pytest.mark.requires("image")]
 
-CASES: dict[str, Any] = yaml.safe_load((PROMPTS_DIR / "image.yaml").read_text(encoding="utf-8"))
+CASES: dict[str, Any] = load_prompts("image")
 
 
 def _case_id(case: dict[str, Any]) -> str:

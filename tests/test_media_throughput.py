@@ -21,15 +21,16 @@ import pytest
 from engine_acceptance.load.media_load import (
     CACHE_NOTE,
     MediaCell,
-    media_settings_key,
     media_table_html,
     media_table_lines,
     measure_media_cell,
     select_media_cells,
 )
 from engine_acceptance.pytest_plugin.allure_report import attach_json
+from engine_acceptance.pytest_plugin.keys import options_key
 
-pytestmark = [pytest.mark.throughput]
+# Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
+pytestmark = [pytest.mark.asyncio, pytest.mark.throughput]
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,8 @@ class MediaLoad:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "media_load" not in metafunc.fixturenames:
         return
-    settings = metafunc.config.stash.get(media_settings_key, None)
+    options = metafunc.config.stash.get(options_key, None)
+    settings = options.media if options is not None else None
     cells = settings.cells if settings is not None else tuple(select_media_cells("full"))
     grouped: dict[str, list[MediaCell]] = {}
     for cell in cells:

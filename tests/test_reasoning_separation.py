@@ -14,7 +14,8 @@ import pytest
 
 from engine_acceptance.assertions import markers_found, reply_of, short
 
-pytestmark = [pytest.mark.text, pytest.mark.streaming]
+# Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
+pytestmark = [pytest.mark.asyncio, pytest.mark.text, pytest.mark.streaming]
 
 
 def _request(prompts, model_profile) -> dict:

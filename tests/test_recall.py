@@ -29,7 +29,10 @@ import pytest
 from engine_acceptance.assertions import short
 from engine_acceptance.wire.reassembly import Reply
 from engine_acceptance.recall.answers import code_problems, codes_in, json_codes
-from fixtures.recall import FIELD_KEYS, NO_COUNT_REASON, RecallRun, field_case, field_prefix, million_case
+from engine_acceptance.recall.cases import FIELD_KEYS, NO_COUNT_REASON, RecallRun, field_case, field_prefix, million_case
+
+# Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
+pytestmark = [pytest.mark.asyncio]
 
 
 def _key_id(case: tuple[float, int]) -> str:

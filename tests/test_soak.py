@@ -34,9 +34,12 @@ from engine_acceptance.media.messages import image_part, user_turn
 from engine_acceptance.profiles.profile import DATA_ROOT
 from engine_acceptance.progress import Write, terminal_writer
 from engine_acceptance.pytest_plugin.allure_report import attach_json
-from engine_acceptance.load.soak import SoakReport, SoakSettings, parse_prometheus, pick_series, run_soak, soak_settings_key
+from engine_acceptance.load.soak import SoakReport, SoakSettings, parse_prometheus, pick_series, run_soak
+from engine_acceptance.pytest_plugin.keys import options_key
 
+# Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
 pytestmark = [
+    pytest.mark.asyncio,
     pytest.mark.soak,
     pytest.mark.skipif("config.getoption('soak_minutes', None) is None",
                        reason="the soak is off by default: give --soak-minutes N"),
@@ -100,7 +103,7 @@ async def _metrics(client: RawStreamingClient, path: str) -> tuple[dict[str, flo
 
 async def test_mixed_traffic_soak_has_no_failed_request_and_no_rising_error_rate(
         pytestconfig, acceptance, engine_profile, model_profile, prompts, soak_write, request) -> None:
-    settings: SoakSettings = pytestconfig.stash[soak_settings_key]
+    settings: SoakSettings = pytestconfig.stash[options_key].soak
     notes = []
     if settings.image_share > 0 and not model_profile.has("image"):
         notes.append(f"text only, no image requests: {acceptance.skip_reason('image')}")

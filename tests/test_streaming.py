@@ -6,7 +6,8 @@ import pytest
 
 from engine_acceptance.assertions import reply_of
 
-pytestmark = [pytest.mark.streaming]
+# Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
+pytestmark = [pytest.mark.asyncio, pytest.mark.streaming]
 
 
 def _request(prompts, model_profile) -> dict:

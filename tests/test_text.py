@@ -12,7 +12,8 @@ import pytest
 
 from engine_acceptance.assertions import integers_in, reply_of, short
 
-pytestmark = [pytest.mark.text]
+# Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
+pytestmark = [pytest.mark.asyncio, pytest.mark.text]
 
 
 async def test_models_endpoint_lists_the_served_model(acceptance, sdk_client) -> None:

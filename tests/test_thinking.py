@@ -24,7 +24,8 @@ from engine_acceptance.assertions import integers_in, markers_found, reply_of, s
 from engine_acceptance.profiles.profile import ModelProfile
 from engine_acceptance.profiles.request_options import with_reasoning_effort, with_thinking_mode
 
-pytestmark = [pytest.mark.thinking]
+# Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
+pytestmark = [pytest.mark.asyncio, pytest.mark.thinking]
 
 MODES = ("disabled", "adaptive", "enabled")
 EFFORTS = ("low", "medium", "high")

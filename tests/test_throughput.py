@@ -36,9 +36,11 @@ from engine_acceptance.load.validity import (
 from engine_acceptance.load.gate import check_thresholds, compare_with_baseline
 from engine_acceptance.load.prompts import NO_TOKEN_IDS_REASON, TextPrompts, recount_prompt_tokens
 from engine_acceptance.load.report import table_html, table_lines
-from engine_acceptance.load.settings import select_cells, settings_key
+from engine_acceptance.load.settings import select_cells
+from engine_acceptance.pytest_plugin.keys import options_key
 
-pytestmark = [pytest.mark.throughput]
+# Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
+pytestmark = [pytest.mark.asyncio, pytest.mark.throughput]
 
 
 @dataclass(frozen=True)
@@ -54,7 +56,8 @@ class Workload:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "workload" not in metafunc.fixturenames:
         return
-    settings = metafunc.config.stash.get(settings_key, None)
+    options = metafunc.config.stash.get(options_key, None)
+    settings = options.throughput if options is not None else None
     cells = settings.cells if settings is not None else tuple(select_cells("smoke"))
     grouped: dict[str, list[Cell]] = {}
     for cell in cells:

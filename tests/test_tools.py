@@ -20,7 +20,8 @@ from engine_acceptance.assertions import integers_in, markers_found, reply_of, s
 from engine_acceptance.wire.reassembly import Reply, ToolCall
 from engine_acceptance.profiles.tool_schemas import argument_problems, load_tool
 
-pytestmark = [pytest.mark.tools, pytest.mark.requires("tools")]
+# Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
+pytestmark = [pytest.mark.asyncio, pytest.mark.tools, pytest.mark.requires("tools")]
 
 
 @pytest.fixture(scope="module")

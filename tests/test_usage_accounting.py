@@ -38,13 +38,14 @@ import allure
 import pytest
 
 from engine_acceptance.assertions import reply_of
-from engine_acceptance.pytest_plugin.plugin import tokenizer_key
+from engine_acceptance.pytest_plugin.keys import options_key
 from engine_acceptance.wire.reassembly import Reply
 from engine_acceptance.pytest_plugin.allure_report import attach_exchange, attach_json
 from engine_acceptance.session import AcceptanceSession
 from engine_acceptance.wire.token_count import LocalTokenCounter, PromptAccounting, ServerTokenCounter, TokenCountError
 
-pytestmark = [pytest.mark.text]
+# Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
+pytestmark = [pytest.mark.asyncio, pytest.mark.text]
 
 # Enough to get a usage object back; what the model says is not judged here.
 MAX_TOKENS = 16
@@ -99,7 +100,7 @@ def prompt_counting(pytestconfig: pytest.Config, acceptance: AcceptanceSession) 
     endpoint = acceptance.tokenize_endpoint
     server = ServerTokenCounter(acceptance.target, endpoint) if endpoint is not None else None
     try:
-        yield PromptCounting(server, pytestconfig.stash.get(tokenizer_key, None))
+        yield PromptCounting(server, pytestconfig.stash[options_key].tokenizer)
     finally:
         if server is not None:
             server.close()

@@ -11,17 +11,17 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import yaml
 
 from engine_acceptance.media import library as media
 from engine_acceptance.assertions import reply_of, short
 from engine_acceptance.media.messages import attach_media, colors_named, media_part, user_turn
 from engine_acceptance.profiles.profile import EngineProfile
-from fixtures.engine import PROMPTS_DIR
+from engine_acceptance.resources import load_prompts
 
-pytestmark = [pytest.mark.video, pytest.mark.requires("video")]
+# Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
+pytestmark = [pytest.mark.asyncio, pytest.mark.video, pytest.mark.requires("video")]
 
-CASES: dict[str, Any] = yaml.safe_load((PROMPTS_DIR / "video.yaml").read_text(encoding="utf-8"))
+CASES: dict[str, Any] = load_prompts("video")
 DEFAULT_CONTAINERS = ("mp4",)
 
 

@@ -53,6 +53,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from engine_acceptance.pytest_plugin import interrupts
+from engine_acceptance.cli import suite_command
 from engine_acceptance.errors import UsageError
 from engine_acceptance.compare.report import (
     build_tables,
@@ -65,7 +66,6 @@ from engine_acceptance.compare.report import (
 
 __all__ = ["PHASES", "EngineSpec", "main", "parse_args", "phase_command"]
 
-REPO = Path(__file__).resolve().parent.parent
 # Marker expression of each phase. Measurements run alone (phases.MEASUREMENT_MARKERS),
 # so each is its own pytest run.
 PHASES: dict[str, str] = {
@@ -232,10 +232,10 @@ def phase_command(spec: EngineSpec, url: str, phase: str, folder: Path, *, selec
                   seed: int, pytest_args: Sequence[str]) -> list[str]:
     """The pytest command of one engine's phase; everything but the engine is the same for every engine."""
     expression = PHASES[phase] if select is None else f"({PHASES[phase]}) and ({select})"
-    command = [sys.executable, "-m", "pytest", "-c", str(REPO / "pytest.ini"), "--rootdir", str(REPO),
-               str(REPO / "tests"), "-p", "no:cacheprovider", f"--engine-url={url}", "-m", expression,
-               f"--gate-json={folder / 'gate.json'}", f"--junitxml={folder / 'junit.xml'}",
-               f"--alluredir={folder / 'allure-results'}", f"--throughput-seed={seed}"]
+    command = suite_command([f"--engine-url={url}", "-m", expression, "-ra",
+                             f"--gate-json={folder / 'gate.json'}", f"--junitxml={folder / 'junit.xml'}",
+                             f"--alluredir={folder / 'allure-results'}", f"--throughput-seed={seed}"],
+                            report_defaults=False)
     if phase == "throughput":
         command.append(f"--throughput-out={folder / 'throughput.json'}")
     if phase == "functional" and workers:

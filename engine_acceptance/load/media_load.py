@@ -26,7 +26,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import pytest
 import yaml
 
 from engine_acceptance.media import library as media
@@ -51,7 +50,6 @@ __all__ = [
     "build_media_body",
     "load_inputs",
     "measure_media_cell",
-    "media_settings_key",
     "media_table_html",
     "media_table_lines",
     "select_media_cells",
@@ -121,7 +119,6 @@ class MediaSettings:
     spec: str = "full"
 
 
-media_settings_key = pytest.StashKey[MediaSettings]()
 
 
 @lru_cache(maxsize=None)

@@ -18,7 +18,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
 
-import pytest
 import yaml
 
 from engine_acceptance.load.generator import Cell
@@ -40,8 +39,7 @@ __all__ = [
     "full_matrix",
     "select_cells",
     "settings_from_options",
-    "settings_key",
-]
+    ]
 
 SHAPES_FILE = DATA_ROOT / "throughput_shapes.yaml"
 _CELL = re.compile(r"^(?P<input>\d+)/(?P<output>\d+)(?:@(?P<concurrency>\d+)(?:x(?P<requests>\d+))?)?$")
@@ -71,7 +69,6 @@ class ThroughputSettings:
         return {**DEFAULT_TOLERANCES, **self.tolerances}
 
 
-settings_key = pytest.StashKey[ThroughputSettings]()
 
 
 @lru_cache(maxsize=None)

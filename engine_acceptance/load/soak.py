@@ -30,7 +30,6 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-import pytest
 
 from engine_acceptance.load.metrics import percentile
 from engine_acceptance.errors import UsageError
@@ -49,7 +48,6 @@ __all__ = [
     "pick_series",
     "run_soak",
     "soak_settings_from_options",
-    "soak_settings_key",
     "summarize_windows",
     "window_length",
 ]
@@ -86,7 +84,6 @@ class SoakSettings:
         return self.minutes * 60.0
 
 
-soak_settings_key = pytest.StashKey["SoakSettings | None"]()
 
 
 def soak_settings_from_options(*, minutes: str | None, rate: str, workers: str,

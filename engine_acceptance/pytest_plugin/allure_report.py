@@ -26,6 +26,7 @@ __all__ = [
     "attach_exchange",
     "attach_json",
     "failure_category",
+    "label_for_allure",
     "reference_banner",
     "write_categories",
     "write_environment",
@@ -164,3 +165,19 @@ def attach_exchange(exchange: Exchange, redactor: Redactor, label: str = "") -> 
         note = "" if len(exchange.raw) <= RAW_ATTACH_LIMIT and not exchange.raw_truncated else "\n…[truncated]"
         allure.attach(redactor.with_limit(RAW_ATTACH_LIMIT).text(raw) + note, name=f"{prefix}raw response bytes",
                       attachment_type=allure.attachment_type.TEXT)
+
+
+def label_for_allure(item: "pytest.Item", session: "AcceptanceSession") -> None:
+    """Epic = engine, feature = capability, story = check: how a release manager reads the dashboard."""
+    import pytest
+
+    from engine_acceptance.pytest_plugin.verdict import CAPABILITIES
+
+    capability = next((name for name in CAPABILITIES if item.get_closest_marker(name)), "other")
+    engine = f"{session.engine.kind} {session.engine.version or ''}".strip()
+    if session.reference:
+        engine += " (built-in reference engine)"
+    for label_type, value in (("epic", engine), ("feature", capability),
+                              ("story", getattr(item, "originalname", item.name))):
+        item.add_marker(pytest.mark.allure_label(value, label_type=label_type))
+

@@ -21,13 +21,16 @@ from typing import Any
 
 import pytest
 
-__all__ = ["MEASUREMENT_MARKERS", "MeasurementPhase", "measurement_marker", "split_for_phase"]
+from engine_acceptance.pytest_plugin.keys import phase_key, session_key
+
+__all__ = ["MEASUREMENT_MARKERS", "WORKER_INPUT_KEY", "MeasurementPhase", "XdistHooks", "measurement_marker",
+           "split_for_phase"]
 
 # Measurements that must have the engine to themselves, in the order they run.
 MEASUREMENT_MARKERS = ("throughput", "recall", "recall_1m", "soak")
 
-# Which part of the run this process collects for (absent: everything).
-phase_key = pytest.StashKey[str]()
+# Where the controller hands the session to each xdist worker.
+WORKER_INPUT_KEY = "engine_acceptance_session"
 FUNCTIONAL = "functional"
 MEASUREMENTS = "measurements"
 
@@ -54,6 +57,16 @@ def split_for_phase(config: pytest.Config, items: list[pytest.Item]) -> None:
         items[:] = [item for item in items if measurement_marker(item) is not None]
     # sorted() is stable: within a phase the collection order stays.
     items[:] = sorted(items, key=_order)
+
+
+class XdistHooks:
+    """Registered on the controller when pytest-xdist is present: hands the session to each worker."""
+
+    @pytest.hookimpl
+    def pytest_configure_node(self, node: Any) -> None:
+        session = node.config.stash.get(session_key, None)
+        if session is not None:
+            node.workerinput[WORKER_INPUT_KEY] = session.to_dict()
 
 
 class MeasurementPhase:

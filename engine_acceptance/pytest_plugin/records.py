@@ -29,11 +29,9 @@ import pytest
 
 from engine_acceptance.profiles.expectations import ExpectedFailure
 from engine_acceptance.pytest_plugin.allure_report import allure_status, failure_category
+from engine_acceptance.pytest_plugin.keys import item_records_key
 
-__all__ = ["MISMATCH", "RecordHooks", "mismatch_line", "records_key"]
-
-# The records that apply to a check, stored on the item at collection (plugin.py).
-records_key = pytest.StashKey[list[ExpectedFailure]]()
+__all__ = ["MISMATCH", "RecordHooks", "mismatch_line"]
 
 MISMATCH = "failed differently from its expected-failure record"
 # The real failure is cut to this many characters on the first line (the whole of it follows).
@@ -58,7 +56,7 @@ class RecordHooks:
     def pytest_runtest_makereport(self, item: pytest.Item,
                                   call: pytest.CallInfo[None]) -> Generator[None, pytest.TestReport, pytest.TestReport]:
         report = yield
-        records = item.stash.get(records_key, None)
+        records = item.stash.get(item_records_key, None)
         excinfo = call.excinfo
         if not records or excinfo is None or not report.skipped or not hasattr(report, "wasxfail"):
             return report

@@ -1,0 +1,39 @@
+"""``engine-acceptance``: run the shipped suite from any folder, as the checkout's ``pytest`` does.
+
+    engine-acceptance --engine-url=http://host:30000 --api-key=... -n auto
+    engine-acceptance                       # the built-in reference engine
+
+Every argument goes to pytest. The command is pytest with the suite's checks as the paths
+to collect, the suite's folder as rootdir (so check ids read ``tests/test_text.py::...``
+wherever the package is installed), the same report defaults as the checkout's
+``pytest.ini``, and no ini file or cache of the current folder's project. ``pytest`` is
+exec'd rather than imported, so signals and the exit code are pytest's own.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+
+from engine_acceptance.resources import suite_root
+
+__all__ = ["main", "suite_command"]
+
+# What the checkout's pytest.ini adds; a given --alluredir wins (the last one counts).
+REPORT_DEFAULTS = ("-ra", "--strict-markers", "--alluredir=allure-results", "--clean-alluredir")
+
+
+def suite_command(args: Sequence[str], *, report_defaults: bool = True) -> list[str]:
+    """The pytest command line that runs the shipped suite with ``args`` added."""
+    root = suite_root()
+    return [sys.executable, "-m", "pytest",
+            # No ini file: the current folder's project settings must not leak into the suite.
+            "-c", os.devnull, f"--rootdir={root}", "-p", "engine_acceptance", "-p", "no:cacheprovider",
+            *(REPORT_DEFAULTS if report_defaults else ()), str(root / "tests"), *args]
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    command = suite_command(sys.argv[1:] if argv is None else argv)
+    os.execv(command[0], command)
+    return 0  # not reached: execv replaces this process

@@ -1,0 +1,143 @@
+"""Before the first check: the engine under test, up, identified, and probed for what it serves.
+
+Starts the built-in reference engine when no ``--engine-url`` is given, waits until the
+engine is ready, detects its kind and model, chooses the profiles, and runs capability
+discovery, once, in the controller. Raises :class:`~engine_acceptance.errors.EngineUnavailable`
+(exit 6) when the engine cannot be used, :class:`~engine_acceptance.errors.UsageError`
+(exit 4) for what the user must fix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import secrets
+import sys
+from typing import Any, Callable
+
+from engine_acceptance.errors import EngineUnavailable, UsageError
+from engine_acceptance.media.library import MEDIA_DIR
+from engine_acceptance.profiles.profile import (
+    EngineProfile,
+    available_profiles,
+    choose_model_profile,
+    load_engine_profile,
+    load_model_profile,
+)
+from engine_acceptance.pytest_plugin.options import AcceptanceOptions
+from engine_acceptance.session import AcceptanceSession, ReferenceTarget
+from engine_acceptance.wire.client import ClientTimeouts, EngineTarget
+from engine_acceptance.wire.discovery import Discovery, discover
+from engine_acceptance.wire.readiness import EngineInfo, detect_engine, wait_until_ready
+
+__all__ = ["REFERENCE_MODEL_PROFILE", "check_profiles", "prepare_session", "progress"]
+
+# The built-in reference engine serves the model of this profile.
+REFERENCE_MODEL_PROFILE = "reference"
+
+
+def progress(message: str) -> None:
+    """One line on stderr: the run is slow to start for a reason the user should see."""
+    sys.stderr.write(f"engine-acceptance: {message}\n")
+    sys.stderr.flush()
+
+
+def check_profiles(options: AcceptanceOptions) -> list[EngineProfile]:
+    """Load every engine profile and the requested model profile now, so a bad file stops the run at once."""
+    engine_profiles = [load_engine_profile(name) for name in available_profiles("engines")]
+    if options.profile:
+        try:
+            choose_model_profile("", options.profile)
+        except UsageError as exc:
+            raise UsageError(f"--profile: {exc}") from exc
+    return engine_profiles
+
+
+def prepare_session(options: AcceptanceOptions, engine_profiles: list[EngineProfile],
+                    keep_reference: Callable[[Any], None]) -> tuple[AcceptanceSession, AcceptanceOptions]:
+    """Bring up (or reach) the engine and build the session every check reads.
+
+    Returns the options too: the built-in engine always requires a key, so when none
+    was given it gets a random one, which the session and the checks then use.
+    ``keep_reference`` receives the started built-in engine at once, so it is stopped
+    at the end even when a later step fails.
+    """
+    reference: ReferenceTarget | None = None
+    url = options.engine_url
+    if url is None:
+        options, url, reference = _start_reference_engine(options, keep_reference)
+    ready_after = wait_until_ready(url, readiness_timeout=options.readiness_timeout,
+                                   startup_timeout=options.startup_timeout,
+                                   probe_timeout=options.timeouts.connect, progress=progress)
+    engine = detect_engine(url, api_key=options.api_key, requested_kind=options.engine_kind,
+                           requested_model=options.model, engine_profiles=engine_profiles,
+                           probe_timeout=max(options.timeouts.connect, 10.0))
+    engine.ready_after_s = ready_after
+    engine_profile = next(p for p in engine_profiles if p.name == engine.kind)
+    model_profile = choose_model_profile(engine.model, options.profile)
+    discovery = _discover_capabilities(engine, engine_profile, options)
+    session = AcceptanceSession(
+        engine=engine,
+        engine_profile=engine_profile,
+        declared_profile=model_profile,
+        required=set(options.expected) | model_profile.expect,
+        discovery=discovery,
+        api_key=options.api_key,
+        timeouts=options.timeouts,
+        reference=reference,
+    )
+    _check_recall_tokens_fit(options, session)
+    return session, options
+
+
+def _start_reference_engine(options: AcceptanceOptions, keep: Callable[[Any], None]
+                            ) -> tuple[AcceptanceOptions, str, ReferenceTarget]:
+    from engine_acceptance.reference_engine.launcher import start_reference_engine
+
+    if options.api_key is None:
+        # The built-in engine always requires a key, so the authentication checks run on
+        # it (and `--inject auth-ignored` fails the default command) instead of skipping
+        # for want of a key. It is random, lives only as long as the run, and is redacted
+        # from reports like any key.
+        options = options.with_api_key(secrets.token_urlsafe(24))
+    try:
+        running = start_reference_engine(
+            convention=options.reference.convention, api_key=options.api_key, defects=options.reference.defects,
+            **options.reference.launcher_limits(),
+            # As long a context as its profile promises (1M: the recall_1m check runs on it).
+            max_model_len=load_model_profile(REFERENCE_MODEL_PROFILE).context_length,
+        )
+    except RuntimeError as exc:
+        raise EngineUnavailable(f"the built-in reference engine did not start: {exc}") from exc
+    keep(running)
+    target = ReferenceTarget(options.reference.convention, options.reference.defects,
+                             str(getattr(running, "log_path", "")) or None)
+    return options, running.url, target
+
+
+def _discover_capabilities(engine: EngineInfo, engine_profile: EngineProfile,
+                           options: AcceptanceOptions) -> Discovery:
+    """Probe what the deployment serves, once, before any check (in the controller only)."""
+    timeouts = options.timeouts
+    # A probe asks for a few dozen tokens: a hang is a finding (broken), not a reason to
+    # hold the run for the whole request timeout.
+    probe_timeouts = ClientTimeouts(connect=timeouts.connect, idle=min(timeouts.idle, options.probe_timeout),
+                                    total=min(timeouts.total, options.probe_timeout))
+    target = EngineTarget(base_url=engine.url, model=engine.model, api_key=options.api_key, timeouts=probe_timeouts)
+    progress("probing what the deployment serves (tools, image, video, reasoning and its switch, /tokenize)")
+    found = asyncio.run(discover(target, engine_profile, advertised_context=engine.max_model_len,
+                                 media_dir=MEDIA_DIR, timeouts=probe_timeouts))
+    progress(f"probed in {found.elapsed_s:.1f} s: {found.summary()}")
+    return found
+
+
+def _check_recall_tokens_fit(options: AcceptanceOptions, session: AcceptanceSession) -> None:
+    """An explicit --recall-tokens the engine cannot take is a usage error, not a failed check."""
+    from engine_acceptance.recall.haystack import recall_budget
+
+    if options.recall_tokens is None:
+        return
+    try:
+        recall_budget(requested=options.recall_tokens, profile_context=session.model_profile.context_length,
+                      max_model_len=session.engine.max_model_len)
+    except ValueError as exc:
+        raise UsageError(f"--recall-tokens: {options.recall_tokens!r}: {exc}") from None

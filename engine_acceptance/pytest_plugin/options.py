@@ -1,0 +1,284 @@
+"""The plugin's command line: every option, parsed once into one frozen :class:`AcceptanceOptions`.
+
+Single values are checked by the ``type=`` functions as argparse reads them, so a bad
+value stops pytest with the option named (exit 4) before anything starts. Values that
+depend on each other or on data files (throughput cells, expectation records, the
+tokenizer file) are checked in :meth:`AcceptanceOptions.from_config`, which raises
+:class:`~engine_acceptance.errors.UsageError`; the plugin maps that to exit 4 in one place.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import os
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine_acceptance.errors import UsageError
+from engine_acceptance.load.media_load import MediaSettings, select_media_cells
+from engine_acceptance.load.settings import ThroughputSettings, settings_from_options
+from engine_acceptance.load.soak import SoakSettings, soak_settings_from_options
+from engine_acceptance.profiles.capabilities import validate_capability_names
+from engine_acceptance.wire.client import ClientTimeouts
+
+__all__ = ["AcceptanceOptions", "ReferenceOptions", "add_options", "ENGINE_KINDS", "CONVENTIONS",
+           "REFERENCE_LIMITS"]
+
+ENGINE_KINDS = ("auto", "vllm", "sglang", "generic")
+CONVENTIONS = ("vllm", "sglang")
+# --reference-serves values: what the built-in engine then does not serve (launcher keyword).
+REFERENCE_LIMITS = {"text-only": ("text_only", True), "no-tool-parser": ("tool_parser", False),
+                    "no-tokenize": ("tokenize", False), "no-reasoning": ("reasoning", False)}
+
+
+def engine_url(raw: str) -> str:
+    """An http(s) base URL, without a trailing slash or ``/v1``."""
+    parsed = urllib.parse.urlsplit(raw)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not an http(s) URL like http://host:30000")
+    try:
+        parsed.port
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} has an invalid port") from None
+    if parsed.username or parsed.password:
+        raise argparse.ArgumentTypeError("put credentials in --api-key, not in the URL")
+    url = raw.rstrip("/")
+    return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+def positive_seconds(raw: str) -> float:
+    value = _number(raw)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{raw!r} must be a positive number of seconds")
+    return value
+
+
+def seconds_or_zero(raw: str) -> float:
+    value = _number(raw)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{raw!r} must be zero or a positive number of seconds")
+    return value
+
+
+def whole_tokens(raw: str) -> int:
+    """A token count; ``1_000_000`` is accepted as written."""
+    from engine_acceptance.recall.haystack import MIN_RECALL_TOKENS
+
+    try:
+        tokens = int(raw.replace("_", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a whole number of tokens") from None
+    if tokens < MIN_RECALL_TOKENS:
+        raise argparse.ArgumentTypeError(f"{raw!r} is below the minimum of {MIN_RECALL_TOKENS} tokens")
+    return tokens
+
+
+def known_defect(raw: str) -> str:
+    # The defect registry names what the built-in engine can inject; reading it does not start the engine.
+    from engine_acceptance.reference_engine.defects import DEFECTS
+
+    if raw not in DEFECTS:
+        raise argparse.ArgumentTypeError(f"unknown defect {raw!r}; known: {', '.join(sorted(DEFECTS))}")
+    return raw
+
+
+def _number(raw: str) -> float:
+    try:
+        return float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a number") from None
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("engine-acceptance", "Engine acceptance")
+    add = group.addoption
+    add("--engine-url", type=engine_url, default=None,
+        help="Base URL of the engine under test, e.g. http://host:30000 (default: start the built-in "
+             "reference engine)")
+    add("--api-key", default=None, help="API key sent as a Bearer token (default: the ENGINE_API_KEY environment "
+                                        "variable)")
+    add("--model", default=None, help="Served model name to test (default: the only listed model)")
+    add("--engine", default="auto", choices=ENGINE_KINDS, help="Engine kind (default: auto)")
+    add("--profile", default=None,
+        help="Model profile name or YAML path (default: the profile whose match fits the model, else generic)")
+    add("--profiles-dir", action="append", default=[], metavar="DIR",
+        help="A folder of your own profiles and records: models/, engines/, expectations/ (repeatable; adds to "
+             "the ini key profiles_dirs; a file named like a shipped one replaces it)")
+    parser.addini("profiles_dirs", type="paths", default=[],
+                  help="Folders of your own profiles and records, like --profiles-dir")
+    add("--expect", action="append", default=[], metavar="CAP[,CAP...]",
+        help="Capabilities the deployment must serve, e.g. tools,image (repeatable; adds to the model "
+             "profile's expect). One that is not served, or whose checks all skip, fails the gate")
+    add("--probe-timeout", type=positive_seconds, default=60.0,
+        help="Seconds one capability probe (a few dozen output tokens) may take before the capability "
+             "counts as broken (default: 60, at most --request-timeout)")
+    add("--connect-timeout", type=positive_seconds, default=10.0, help="Seconds to open a connection (default: 10)")
+    add("--idle-timeout", type=positive_seconds, default=60.0,
+        help="Seconds of silence allowed between two chunks of a streamed reply (default: 60)")
+    add("--request-timeout", type=positive_seconds, default=300.0,
+        help="Seconds for one whole request (default: 300)")
+    add("--readiness-timeout", type=positive_seconds, default=60.0,
+        help="Seconds to wait for the engine to be ready before the run (default: 60)")
+    add("--startup-timeout", type=seconds_or_zero, default=0.0,
+        help="Seconds to keep retrying while nothing listens at the URL, for engines still starting "
+             "(default: 0, fail at once)")
+    add("--expectations", action="append", default=None, metavar="FILE",
+        help="Expected-failure record file (repeatable; default: every shipped record file and those of "
+             "--profiles-dir)")
+    add("--stale-records", default="fail", choices=("fail", "warn"),
+        help="A known-defect record whose check now passes: fail the gate (default) or warn")
+    add("--gate-json", default="gate.json", metavar="PATH",
+        help="Where to write the machine-readable gate verdict (default: gate.json)")
+    add("--convention", default="vllm", choices=CONVENTIONS,
+        help="Built-in reference engine only: imitate vllm or sglang (default: vllm)")
+    add("--inject", type=known_defect, action="append", default=[], metavar="DEFECT",
+        help="Built-in reference engine only: inject a defect (repeatable)")
+    add("--reference-model", default=None, metavar="NAME",
+        help="Built-in reference engine only: serve the model under this name (default: reference-model)")
+    add("--reference-serves", action="append", default=[], choices=tuple(REFERENCE_LIMITS), metavar="LIMIT",
+        help=f"Built-in reference engine only: serve less, like a deployment configured so: "
+             f"{', '.join(REFERENCE_LIMITS)} (repeatable)")
+    add("--recall-tokens", type=whole_tokens, default=None, metavar="N",
+        help="Recall prompt length in tokens (default: the model profile's context length, else the engine's "
+             "max_model_len, minus room for the answer; an engine advertising less than the profile declares "
+             "fails the long-context checks unless this asks for less)")
+    add("--tokenizer", default=None, metavar="PATH",
+        help="The served model's tokenizer.json, to count prompt tokens locally (default: the engine's /tokenize)")
+    add("--throughput-shapes", default="smoke", metavar="SPEC",
+        help="Throughput cells: smoke, full (the seeds' matrix), or a comma list of IN/OUT, IN/OUT@C, IN/OUT@CxR "
+             "(default: smoke)")
+    add("--throughput-rounds", type=int, default=3, metavar="N",
+        help="Measured rounds per throughput cell; tables show the median of rounds (default: 3)")
+    add("--throughput-threshold", action="append", default=[], metavar="[CELL:]METRIC<=|>=VALUE",
+        help="Throughput gate on a cell's median, e.g. p95_ttft_ms<=500 or 128/128@4:output_tok_s>=100 "
+             "(repeatable; adds to the model profile's)")
+    add("--throughput-tolerance", action="append", default=[], metavar="METRIC=PCT",
+        help="Allowed regression against the baseline, e.g. p95_ttft_ms=20%% (repeatable; overrides the "
+             "baseline file's)")
+    add("--throughput-baseline", default=None, metavar="PATH", help="Compare throughput with this saved baseline")
+    add("--throughput-save", default=None, metavar="PATH", help="Save this run's throughput medians as a baseline")
+    add("--throughput-out", default=None, metavar="PATH",
+        help="Write every throughput round's figures to this JSON file")
+    add("--throughput-seed", type=int, default=None, metavar="N",
+        help="Seed of the throughput prompts' text and offsets, so runs send the same prompts (default: random)")
+    add("--media-shapes", default="full", metavar="SPEC",
+        help="Media throughput cells: full (seed 001's), or a comma list of NAME, NAME@C, NAME@CxR "
+             "(fixtures/media_throughput.yaml; default: full)")
+    add("--soak-minutes", default=None, metavar="N",
+        help="Run the mixed-traffic soak (pytest -m soak) for N minutes (default: the soak is off)")
+    add("--soak-rate", default="0.5", metavar="R", help="Soak requests per second (default: 0.5)")
+    add("--soak-image-share", default="0.2", metavar="F",
+        help="Share of soak requests carrying an image (default: 0.2)")
+    add("--soak-workers", default="4", metavar="N", help="Soak requests in flight at most (default: 4)")
+
+
+@dataclass(frozen=True)
+class ReferenceOptions:
+    """How to start the built-in reference engine when no --engine-url is given."""
+
+    convention: str
+    defects: tuple[str, ...]
+    model: str | None
+    serves_less: tuple[str, ...]
+
+    def launcher_limits(self) -> dict[str, Any]:
+        limits: dict[str, Any] = dict(REFERENCE_LIMITS[name] for name in self.serves_less)
+        if self.model:
+            limits["model"] = self.model
+        return limits
+
+
+@dataclass(frozen=True)
+class AcceptanceOptions:
+    """The whole command line of an acceptance run, validated."""
+
+    engine_url: str | None
+    api_key: str | None
+    model: str | None
+    engine_kind: str
+    profile: str | None
+    profiles_dirs: tuple[Path, ...]
+    expected: frozenset[str]
+    timeouts: ClientTimeouts
+    probe_timeout: float
+    readiness_timeout: float
+    startup_timeout: float
+    expectation_files: tuple[Path, ...] | None
+    stale_records_fail: bool
+    gate_json: str
+    reference: ReferenceOptions
+    recall_tokens: int | None
+    # The --tokenizer file, loaded (a LocalTokenCounter), or None: count with the engine's /tokenize.
+    tokenizer: Any
+    throughput: ThroughputSettings
+    throughput_seed: int | None
+    media: MediaSettings
+    soak: SoakSettings | None
+
+    @classmethod
+    def from_config(cls, config: pytest.Config) -> AcceptanceOptions:
+        """Validate what depends on more than one option or on data files; UsageError names the option."""
+        opt = config.option
+        given = [a for a in config.invocation_params.args if a == "--engine-url" or a.startswith("--engine-url=")]
+        if len(given) > 1:
+            raise UsageError(f"--engine-url: given {len(given)} times; a run tests one engine. To compare engines "
+                             "side by side: python -m engine_acceptance.compare --engine NAME=URL --engine "
+                             "NAME2=URL2 -- [pytest args] (README, Comparing engines)")
+        reference = ReferenceOptions(opt.convention, tuple(opt.inject), opt.reference_model,
+                                     tuple(opt.reference_serves))
+        if opt.engine_url is not None and (reference.defects or reference.convention != "vllm" or reference.model
+                                           or reference.serves_less):
+            raise UsageError("--inject, --convention, --reference-model and --reference-serves apply to the "
+                             "built-in reference engine only; drop them or drop --engine-url")
+        try:
+            expected = validate_capability_names(",".join(opt.expect).split(","), source="--expect")
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
+        profiles_dirs = tuple(Path(p) for p in config.getini("profiles_dirs")) + tuple(
+            Path(p) for p in opt.profiles_dir)
+        return cls(
+            engine_url=opt.engine_url,
+            api_key=opt.api_key or os.environ.get("ENGINE_API_KEY") or None,
+            model=opt.model,
+            engine_kind=opt.engine,
+            profile=opt.profile,
+            profiles_dirs=profiles_dirs,
+            expected=frozenset(expected),
+            timeouts=ClientTimeouts(connect=opt.connect_timeout, idle=opt.idle_timeout, total=opt.request_timeout),
+            probe_timeout=opt.probe_timeout,
+            readiness_timeout=opt.readiness_timeout,
+            startup_timeout=opt.startup_timeout,
+            expectation_files=tuple(Path(p) for p in opt.expectations) if opt.expectations else None,
+            stale_records_fail=opt.stale_records == "fail",
+            gate_json=opt.gate_json,
+            reference=reference,
+            recall_tokens=opt.recall_tokens,
+            tokenizer=_load_tokenizer(opt.tokenizer),
+            throughput=settings_from_options(
+                shapes=opt.throughput_shapes, rounds=opt.throughput_rounds, thresholds=opt.throughput_threshold,
+                tolerances=opt.throughput_tolerance, baseline=opt.throughput_baseline, save=opt.throughput_save,
+                out=opt.throughput_out),
+            throughput_seed=opt.throughput_seed,
+            media=MediaSettings(tuple(select_media_cells(opt.media_shapes)), opt.media_shapes),
+            soak=soak_settings_from_options(minutes=opt.soak_minutes, rate=opt.soak_rate, workers=opt.soak_workers,
+                                            image_share=opt.soak_image_share),
+        )
+
+    def with_api_key(self, api_key: str) -> AcceptanceOptions:
+        return dataclasses.replace(self, api_key=api_key)
+
+
+def _load_tokenizer(path: str | None) -> Any:
+    from engine_acceptance.wire.token_count import LocalTokenCounter, TokenCountError
+
+    if path is None:
+        return None
+    try:
+        return LocalTokenCounter.from_file(path)
+    except TokenCountError as exc:
+        raise UsageError(f"--tokenizer: {path!r}: {exc}") from None
