@@ -4,8 +4,8 @@
     engine-acceptance                       # the built-in reference engine
 
 Every argument goes to pytest. The command is pytest with the suite's checks as the paths
-to collect, the suite's folder as rootdir (so check ids read ``tests/test_text.py::...``
-wherever the package is installed), the same report defaults as the checkout's
+to collect, the suite's folder as rootdir (so reports name checks ``tests/test_text.py::...``
+as in the checkout), the same report defaults as the checkout's
 ``pytest.ini``, and no ini file or cache of the current folder's project. ``pytest`` is
 exec'd rather than imported, so signals and the exit code are pytest's own.
 """
@@ -22,6 +22,8 @@ __all__ = ["main", "suite_command"]
 
 # What the checkout's pytest.ini adds; a given --alluredir wins (the last one counts).
 REPORT_DEFAULTS = ("-ra", "--strict-markers", "--alluredir=allure-results", "--clean-alluredir")
+# Settings the checkout's pytest.ini gives, here as overrides since there is no ini file.
+INI_OVERRIDES = ("-o", "asyncio_default_fixture_loop_scope=function")
 
 
 def suite_command(args: Sequence[str], *, report_defaults: bool = True) -> list[str]:
@@ -29,7 +31,7 @@ def suite_command(args: Sequence[str], *, report_defaults: bool = True) -> list[
     root = suite_root()
     return [sys.executable, "-m", "pytest",
             # No ini file: the current folder's project settings must not leak into the suite.
-            "-c", os.devnull, f"--rootdir={root}", "-p", "engine_acceptance", "-p", "no:cacheprovider",
+            "-c", os.devnull, f"--rootdir={root}", *INI_OVERRIDES, "-p", "engine_acceptance", "-p", "no:cacheprovider",
             *(REPORT_DEFAULTS if report_defaults else ()), str(root / "tests"), *args]
 
 

@@ -1,20 +1,31 @@
 """Expected-failure records: known defects of an engine or model as strict xfails.
 
-A record names a check (a test id, ``*`` as wildcard), the engine kind and
+A record names a check as ``module::test[param]`` (``test_text.py::test_x[streamed]``,
+``*`` as wildcard): the check's id without the folder, so a record written once
+matches whether the suite runs from a checkout (``tests/test_text.py::...``) or
+from an installed wheel (``.../site-packages/engine_acceptance/suite/tests/...``);
+:func:`check_id` turns any pytest node id into that form, and a legacy
+``tests/`` prefix in a record is dropped when it is loaded. It names the engine kind and
 version range, a model pattern, the reason and where the defect was seen, and
 what the failure looks like (``failure``: a regular expression searched in the
 failure message and/or the report's failure category). A matching test is
 marked ``xfail(strict=True)``: while the defect lasts the gate stays green, and
 the day it is fixed the test passes, the strict xfail fails, and the stale
 record is noticed instead of hiding a regression forever. A failure the record
-does not describe is not covered by it (record_hooks.py makes it a failure again).
+does not describe is not covered by it (pytest_plugin/records.py makes it a failure again).
+
+Record files are read from the user's profiles dirs (``expectations/``), then the
+shipped ``fixtures/expectations/`` (sources.py); a user's file named like a shipped one
+replaces it.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -23,13 +34,18 @@ import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
-from engine_acceptance.profiles.profile import DATA_ROOT, ProfileError
-from engine_acceptance.pytest_plugin.allure_report import FAILURE_CATEGORIES, failure_category
+from engine_acceptance.profiles.profile import DATA_ROOT
+from engine_acceptance.profiles.sources import SHIPPED, ProfileError, data_files
+from engine_acceptance.failure_categories import FAILURE_CATEGORIES, failure_category
 
-__all__ = ["ExpectedFailure", "FailureDescription", "load_expectations", "matching_records"]
+__all__ = ["EXPECTATIONS_DIR", "ExpectedFailure", "FailureDescription", "check_id", "load_expectations",
+           "matching_records"]
 
-EXPECTATIONS_DIR = DATA_ROOT / "expectations"
+# The shipped record files; load_expectations() reads the user's profiles dirs too.
+EXPECTATIONS_DIR = SHIPPED.expectations
 SCHEMA_PATH = DATA_ROOT / "schemas" / "expectations.schema.json"
+# What a record's check used to start with: the checkout's folder, dropped when loading.
+LEGACY_PREFIX = "tests/"
 
 
 @dataclass(frozen=True)
@@ -73,7 +89,8 @@ class ExpectedFailure:
     origin: str = ""
 
     def applies_to(self, test_id: str, engine: str, version: str | None, model: str) -> bool:
-        if not _check_pattern(self.check).fullmatch(test_id):
+        """Whether the record covers this check (any node id, see check_id) on this engine and model."""
+        if not _check_pattern(self.check).fullmatch(check_id(test_id)):
             return False
         if self.engine not in ("*", engine):
             return False
@@ -90,14 +107,35 @@ class ExpectedFailure:
         return f"known defect ({self.source}, {self.date}): {self.reason} [record {self.origin}]"
 
 
+def check_id(nodeid: str) -> str:
+    """The check as records name it, ``module::test[param]``, from any pytest node id.
+
+    ``tests/test_text.py::test_x[a]``, ``/venv/.../engine_acceptance/suite/tests/test_text.py::test_x[a]``
+    and ``../../x/tests/test_text.py::test_x[a]`` all give ``test_text.py::test_x[a]``: node
+    ids are relative to pytest's rootdir, which depends on where the suite is installed and
+    where pytest was started, and records must not. Only the file part (before the first
+    ``::``) loses its folders; a parameter may hold ``/`` (``[128/128@4]``). Already in
+    that form, the id is returned unchanged.
+    """
+    path, separator, rest = nodeid.partition("::")
+    module = re.split(r"[/\\]", path)[-1]
+    return f"{module}{separator}{rest}"
+
+
+@lru_cache(maxsize=1024)
 def _check_pattern(check: str) -> re.Pattern[str]:
     # Only * is a wildcard: test ids contain [ ] which glob would read as classes.
+    # Cached by the check's text alone, so registering other profiles dirs cannot make it stale.
     return re.compile(".*".join(re.escape(part) for part in check.split("*")))
 
 
-def load_expectations(paths: list[Path] | None = None) -> list[ExpectedFailure]:
-    """Load and validate every record file; a bad file is a ProfileError naming it."""
-    files = paths if paths is not None else sorted(EXPECTATIONS_DIR.glob("*.yaml"))
+def load_expectations(paths: Sequence[Path] | None = None) -> list[ExpectedFailure]:
+    """Load and validate record files; a bad file is a ProfileError naming it and the field.
+
+    Without ``paths``: every record file in effect, the user's profiles dirs' first, then
+    the shipped ones (a user's file named like a shipped one replaces it).
+    """
+    files = [Path(p) for p in paths] if paths is not None else [found.path for found in data_files("expectations")]
     schema = json.loads(SCHEMA_PATH.read_text(encoding="utf-8"))
     validator = jsonschema.validators.validator_for(schema)(schema)
     records: list[ExpectedFailure] = []
@@ -110,8 +148,13 @@ def load_expectations(paths: list[Path] | None = None) -> list[ExpectedFailure]:
             raise ProfileError(f"{path}: not valid YAML: {exc}") from exc
         errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))
         if errors:
-            where = "/".join(str(p) for p in errors[0].absolute_path) or "(top level)"
-            raise ProfileError(f"{path}: field {where}: {errors[0].message}")
+            first = errors[0]
+            where = "/".join(str(p) for p in first.absolute_path) or "(top level)"
+            if first.validator == "pattern" and where.endswith("/check"):
+                raise ProfileError(f"{path}: field {where}: {first.instance!r} is not a check id; write the "
+                                   f"module and the test, like test_text.py::test_x[*] (no folder, so the record "
+                                   f"matches wherever the suite is installed)")
+            raise ProfileError(f"{path}: field {where}: {first.message}")
         for index, raw in enumerate(data["records"]):
             try:
                 re.compile(raw["model"])
@@ -129,10 +172,13 @@ def load_expectations(paths: list[Path] | None = None) -> list[ExpectedFailure]:
             if failure.category is not None and failure.category not in FAILURE_CATEGORIES:
                 raise ProfileError(f"{path}: field records/{index}/failure/category: {failure.category!r} is not "
                                    f"one of the report's failure categories: {', '.join(FAILURE_CATEGORIES)}")
-            records.append(ExpectedFailure(**{**raw, "failure": failure}, origin=f"{path.name}#{index}"))
+            check = raw["check"].removeprefix(LEGACY_PREFIX)
+            records.append(ExpectedFailure(**{**raw, "check": check, "failure": failure},
+                                           origin=f"{path.name}#{index}"))
     return records
 
 
-def matching_records(records: list[ExpectedFailure], test_id: str, *, engine: str, version: str | None,
+def matching_records(records: Sequence[ExpectedFailure], test_id: str, *, engine: str, version: str | None,
                      model: str) -> list[ExpectedFailure]:
+    """The records that cover this check; ``test_id`` is any node id (``item.nodeid``) or a check id."""
     return [record for record in records if record.applies_to(test_id, engine, version, model)]

@@ -2,9 +2,12 @@
 
 An engine profile says how an engine family reports itself and where it takes
 engine-specific options; a model profile says what a served model can do and
-how its modes are sent. Both are YAML files under ``fixtures/profiles/`` checked
-against JSON schemas in ``fixtures/schemas/`` when loaded; a bad file is a
-:class:`ProfileError` that names the file and the field.
+how its modes are sent. Both are YAML files checked against JSON schemas in
+``fixtures/schemas/`` when loaded; a bad file is a :class:`ProfileError` that
+names the file and the field. A profile named (not given as a path) is looked up
+in the user's profiles dirs, then in the shipped ``fixtures/profiles/``
+(:mod:`engine_acceptance.profiles.sources`), so a team adds its models without
+forking the suite.
 """
 
 from __future__ import annotations
@@ -18,11 +21,13 @@ from typing import Any
 
 import jsonschema
 import yaml
-from engine_acceptance.errors import UsageError
-from engine_acceptance.resources import suite_path
+
+from engine_acceptance.profiles.sources import SHIPPED, ProfileError, data_files, data_sources, find_data_file
 
 __all__ = [
     "DATA_ROOT",
+    "PROFILES_DIR",
+    "SCHEMAS_DIR",
     "EngineProfile",
     "ModelProfile",
     "ProfileError",
@@ -32,14 +37,13 @@ __all__ = [
     "available_profiles",
 ]
 
-# The repository's fixtures/ folder (the package is installed editable from the repo).
-DATA_ROOT = suite_path("fixtures")
-PROFILES_DIR = DATA_ROOT / "profiles"
+# The shipped fixtures/ folder, wherever the suite is installed. Profiles are looked up
+# through sources.py (the user's profiles dirs first); these name the shipped data only.
+DATA_ROOT = SHIPPED.root
+PROFILES_DIR = SHIPPED.models.parent
 SCHEMAS_DIR = DATA_ROOT / "schemas"
-
-
-class ProfileError(UsageError, ValueError):
-    """A profile file that is missing, unreadable or does not match its schema."""
+# The kind of profile each folder holds, as messages name it.
+_KIND_OF = {"models": "model", "engines": "engine"}
 
 
 @dataclass(frozen=True)
@@ -124,23 +128,47 @@ def _validator(schema_name: str) -> jsonschema.protocols.Validator:
 
 
 def _resolve(name_or_path: str, kind_dir: str) -> Path:
+    """A path as given, or the file in effect for a profile name (user dirs first, then shipped)."""
     candidate = Path(name_or_path)
     if candidate.suffix in {".yaml", ".yml"} or candidate.is_file():
         return candidate
-    return PROFILES_DIR / kind_dir / f"{name_or_path}.yaml"
+    found = find_data_file(_profile_kind(kind_dir), name_or_path)
+    if found is None:
+        searched = ", ".join(str(source.folder(kind_dir)) for source in data_sources())
+        raise ProfileError(f"no {_KIND_OF[kind_dir]} profile named {name_or_path!r} in {searched}; "
+                           f"available: {', '.join(available_profiles(kind_dir))}")
+    return found.path
+
+
+def _check_name(data: dict[str, Any], path: Path, name_or_path: str, kind_dir: str) -> None:
+    # Found by its file name, a profile must carry that name: the report, the records and
+    # --profile all say the name, and a user's file must not pass for another profile.
+    if Path(name_or_path) != path and data["name"] != path.stem:
+        raise ProfileError(f"{path}: field name: {data['name']!r} differs from the file name; a "
+                           f"{_KIND_OF[kind_dir]} profile in {path.parent} must be named like its file, "
+                           f"{path.stem!r}")
+
+
+def _profile_kind(kind_dir: str) -> str:
+    if kind_dir not in _KIND_OF:
+        raise ValueError(f"unknown kind of profile {kind_dir!r}; known: {', '.join(_KIND_OF)}")
+    return kind_dir
 
 
 def available_profiles(kind_dir: str) -> list[str]:
-    return sorted(path.stem for path in (PROFILES_DIR / kind_dir).glob("*.yaml"))
+    """Profile names of one kind (``models`` or ``engines``) in search order: the user's dirs, then shipped.
+
+    Within one folder the names are sorted; a user's file that replaces a shipped one
+    appears once, at the user's place.
+    """
+    return [found.name for found in data_files(_profile_kind(kind_dir))]
 
 
 def load_engine_profile(name_or_path: str) -> EngineProfile:
+    """An engine profile by name (looked up in the profiles dirs, then shipped) or by YAML path."""
     path = _resolve(name_or_path, "engines")
-    if not path.is_file() and not Path(name_or_path).suffix:
-        raise ProfileError(
-            f"no engine profile named {name_or_path!r}; available: {', '.join(available_profiles('engines'))}"
-        )
     data = _load_yaml(path, "engine")
+    _check_name(data, path, name_or_path, "engines")
     return EngineProfile(
         name=data["name"],
         description=data["description"],
@@ -154,12 +182,10 @@ def load_engine_profile(name_or_path: str) -> EngineProfile:
 
 
 def load_model_profile(name_or_path: str) -> ModelProfile:
+    """A model profile by name (looked up in the profiles dirs, then shipped) or by YAML path."""
     path = _resolve(name_or_path, "models")
-    if not path.is_file() and not Path(name_or_path).suffix:
-        raise ProfileError(
-            f"no model profile named {name_or_path!r}; available: {', '.join(available_profiles('models'))}"
-        )
     data = _load_yaml(path, "model")
+    _check_name(data, path, name_or_path, "models")
     for pattern in data["match"]:
         try:
             re.compile(pattern)
@@ -187,7 +213,11 @@ def load_model_profile(name_or_path: str) -> ModelProfile:
 
 
 def choose_model_profile(served_model: str, requested: str | None) -> ModelProfile:
-    """The ``--profile`` the user named, else the first whose ``match`` fits, else generic."""
+    """The ``--profile`` the user named, else the first whose ``match`` fits, else generic.
+
+    Profiles are tried in search order, so a user's profile whose ``match`` fits the served
+    name wins over a shipped one that fits it too.
+    """
     if requested:
         return load_model_profile(requested)
     for name in available_profiles("models"):

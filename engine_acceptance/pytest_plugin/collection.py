@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from engine_acceptance.profiles.capabilities import MARKER_CAPABILITIES
-from engine_acceptance.profiles.expectations import ExpectedFailure, matching_records
+from engine_acceptance.profiles.expectations import ExpectedFailure, check_id, matching_records
 from engine_acceptance.pytest_plugin.allure_report import label_for_allure
 from engine_acceptance.pytest_plugin.keys import item_records_key, required_untested_key
 from engine_acceptance.pytest_plugin.verdict import COVERS_PROPERTY
@@ -32,7 +32,8 @@ def plan_items(items: list[pytest.Item], session: AcceptanceSession, records: li
                                                          f"{session.skip_reason(capability)}")
                 else:
                     item.add_marker(pytest.mark.skip(reason=session.skip_reason(capability)))
-        known = matching_records(records, item.nodeid, engine=session.engine.kind,
+        # Records name checks as module::test[param] (check_id), so they match wherever the suite is installed.
+        known = matching_records(records, check_id(item.nodeid), engine=session.engine.kind,
                                  version=session.engine.version, model=session.engine.model)
         if known:
             item.stash[item_records_key] = known

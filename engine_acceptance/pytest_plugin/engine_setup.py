@@ -44,6 +44,10 @@ def progress(message: str) -> None:
 def check_profiles(options: AcceptanceOptions) -> list[EngineProfile]:
     """Load every engine profile and the requested model profile now, so a bad file stops the run at once."""
     engine_profiles = [load_engine_profile(name) for name in available_profiles("engines")]
+    names = [profile.name for profile in engine_profiles]
+    if options.engine_kind not in ("auto", *names):
+        raise UsageError(f"--engine: {options.engine_kind!r} is not one of auto, {', '.join(names)} (the engine "
+                         f"profiles, those of --profiles-dir included)")
     if options.profile:
         try:
             choose_model_profile("", options.profile)
@@ -140,4 +144,4 @@ def _check_recall_tokens_fit(options: AcceptanceOptions, session: AcceptanceSess
         recall_budget(requested=options.recall_tokens, profile_context=session.model_profile.context_length,
                       max_model_len=session.engine.max_model_len)
     except ValueError as exc:
-        raise UsageError(f"--recall-tokens: {options.recall_tokens!r}: {exc}") from None
+        raise UsageError(f"--recall-tokens: '{options.recall_tokens}': {exc}") from None

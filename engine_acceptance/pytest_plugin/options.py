@@ -26,10 +26,9 @@ from engine_acceptance.load.soak import SoakSettings, soak_settings_from_options
 from engine_acceptance.profiles.capabilities import validate_capability_names
 from engine_acceptance.wire.client import ClientTimeouts
 
-__all__ = ["AcceptanceOptions", "ReferenceOptions", "add_options", "ENGINE_KINDS", "CONVENTIONS",
+__all__ = ["AcceptanceOptions", "ReferenceOptions", "add_options", "CONVENTIONS",
            "REFERENCE_LIMITS"]
 
-ENGINE_KINDS = ("auto", "vllm", "sglang", "generic")
 CONVENTIONS = ("vllm", "sglang")
 # --reference-serves values: what the built-in engine then does not serve (launcher keyword).
 REFERENCE_LIMITS = {"text-only": ("text_only", True), "no-tool-parser": ("tool_parser", False),
@@ -103,7 +102,9 @@ def add_options(parser: pytest.Parser) -> None:
     add("--api-key", default=None, help="API key sent as a Bearer token (default: the ENGINE_API_KEY environment "
                                         "variable)")
     add("--model", default=None, help="Served model name to test (default: the only listed model)")
-    add("--engine", default="auto", choices=ENGINE_KINDS, help="Engine kind (default: auto)")
+    add("--engine", default="auto", metavar="KIND",
+        help="Engine kind: auto, or an engine profile's name (vllm, sglang, generic, or one of --profiles-dir) "
+             "(default: auto)")
     add("--profile", default=None,
         help="Model profile name or YAML path (default: the profile whose match fits the model, else generic)")
     add("--profiles-dir", action="append", default=[], metavar="DIR",
@@ -240,7 +241,7 @@ class AcceptanceOptions:
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         profiles_dirs = tuple(Path(p) for p in config.getini("profiles_dirs")) + tuple(
-            Path(p) for p in opt.profiles_dir)
+            Path(config.invocation_params.dir, p) for p in opt.profiles_dir)
         return cls(
             engine_url=opt.engine_url,
             api_key=opt.api_key or os.environ.get("ENGINE_API_KEY") or None,

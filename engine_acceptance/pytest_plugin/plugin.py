@@ -16,6 +16,7 @@ import pytest
 
 from engine_acceptance.errors import ENGINE_UNAVAILABLE_EXIT_CODE, EngineUnavailable, UsageError
 from engine_acceptance.profiles.expectations import load_expectations
+from engine_acceptance.profiles.sources import ProfileError, describe_sources, use_profile_dirs
 from engine_acceptance.pytest_plugin import allure_report, interrupts, suite
 from engine_acceptance.pytest_plugin.collection import plan_items
 from engine_acceptance.pytest_plugin.engine_setup import check_profiles, prepare_session
@@ -50,6 +51,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     add_options(parser)
 
 
+# tryfirst: RecordHooks must be registered before allure-pytest's listener (registered in
+# allure's pytest_configure), so that Allure's makereport wrapper runs around ours and
+# writes the report as RecordHooks corrected it.
+@pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     """The one place where our errors become pytest's exit codes."""
     try:
@@ -72,8 +77,17 @@ def _configure(config: pytest.Config) -> None:
     suite.register_fixture_modules(config)
     options = AcceptanceOptions.from_config(config)
     config.stash[options_key] = options
-    config.stash[records_key] = load_expectations(list(options.expectation_files) if options.expectation_files
-                                                  else None)
+    # In every process (xdist workers run this hook with the controller's options), before
+    # any profile or record is read: the user's folders come first in every lookup.
+    try:
+        use_profile_dirs(options.profiles_dirs)
+    except ProfileError as exc:
+        raise UsageError(f"--profiles-dir: {exc}") from None
+    try:
+        config.stash[records_key] = load_expectations(list(options.expectation_files)
+                                                      if options.expectation_files else None)
+    except ProfileError as exc:
+        raise UsageError(f"--expectations: {exc}" if options.expectation_files else str(exc)) from None
     # In every process that runs checks (xdist workers too): Allure must not call a check cut
     # off by Ctrl-C passed, and a recorded check failing otherwise than its record says fails.
     config.pluginmanager.register(interrupts.InterruptedTestReport(), "engine-acceptance-interrupted-test")
@@ -132,6 +146,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     if session is None:
         return []
     lines = [f"engine-acceptance: {session.describe()}"]
+    # Where profiles and records came from, and every shipped file a user's file replaced.
+    lines += [f"engine-acceptance: {line}" for line in describe_sources()]
     return allure_report.reference_banner(session) + lines if session.reference else lines
 
 

@@ -22,7 +22,15 @@ that prompt:
 
 The text is counted in newline-ended pieces, in batches, so a million-token prompt
 builds in a few seconds without holding one giant tokenizer ``Encoding``; run
-``python -m engine_acceptance.haystack --help`` to measure time and memory.
+``python -m engine_acceptance.recall.haystack --tokenizer tokenizer.json`` to measure
+time and memory.
+
+Whatever counts is handed in by the caller as a
+:class:`~engine_acceptance.wire.token_count.TokenCounter`; this module never picks a
+tokenizer itself, least of all by importing an engine's. The built-in reference engine's
+tokenizer reaches it as data like any model's: a ``tokenizer.json`` exported with
+``python -m engine_acceptance.reference_engine --export-tokenizer PATH`` (or served at
+its ``GET /tokenizer.json``), or its ``/tokenize`` endpoint.
 """
 
 from __future__ import annotations
@@ -537,23 +545,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Build the million-token recall prompt and print its build time and peak memory."""
     import yaml
 
-    from engine_acceptance.profiles.profile import DATA_ROOT
-    from engine_acceptance.wire.token_count import LocalTokenCounter
+    from engine_acceptance.resources import suite_path
+    from engine_acceptance.wire.token_count import LocalTokenCounter, TokenCountError
 
-    parser = argparse.ArgumentParser(prog="python -m engine_acceptance.haystack",
+    parser = argparse.ArgumentParser(prog="python -m engine_acceptance.recall.haystack",
                                      description="Build the recall_1m prompt and measure time and peak memory")
     parser.add_argument("--tokens", type=int, default=1_048_576 - ANSWER_ROOM_TOKENS - TEMPLATE_ROOM_TOKENS,
                         help="Prompt text length in tokens (default: a 1,048,576 context minus answer room)")
-    parser.add_argument("--tokenizer", default=None,
-                        help="tokenizer.json to count with (default: the reference engine's byte-level tokenizer)")
+    parser.add_argument("--tokenizer", required=True, metavar="PATH",
+                        help="The tokenizer.json to count with; the built-in reference engine's comes from "
+                             "python -m engine_acceptance.reference_engine --export-tokenizer PATH")
     args = parser.parse_args(argv)
-    if args.tokenizer:
+    try:
         counter = LocalTokenCounter.from_file(args.tokenizer)
-    else:
-        from engine_acceptance.reference_engine.tokenizer import get_tokenizer
-
-        counter = LocalTokenCounter.from_json(get_tokenizer().to_json(), source="reference engine tokenizer")
-    prompts = yaml.safe_load((DATA_ROOT / "prompts" / "recall.yaml").read_text(encoding="utf-8"))
+    except TokenCountError as exc:
+        parser.error(f"--tokenizer: {exc}")
+    prompts = yaml.safe_load(suite_path("fixtures", "prompts", "recall.yaml").read_text(encoding="utf-8"))
     case = prompts["million"]
     needles = [Needle(code, depth, prompts["needle"].format(code=code))
                for depth in case["depths"]

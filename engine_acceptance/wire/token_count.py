@@ -1,5 +1,14 @@
 """Counting prompt tokens in the served model's own tokens, locally or on the server.
 
+:class:`TokenCounter` is the suite's one tokenizer interface: code that needs counts
+(the haystack builder, the recall and usage-accounting checks) is handed a counter by
+its caller and never chooses or imports a tokenizer itself. It only counts, because
+that is all its callers need (the load generator's token-id prompts are ids returned by
+the engine's ``/tokenize`` or a ``tokenizer.json``). The built-in reference engine is
+no exception: its tokenizer reaches the suite as data, a ``tokenizer.json``
+(``python -m engine_acceptance.reference_engine --export-tokenizer PATH``, or its
+``GET /tokenizer.json``) or its ``/tokenize``, exactly as a real model's would.
+
 Two sources, and every count says which one it came from:
 
 * :class:`LocalTokenCounter`: a ``tokenizer.json`` loaded with the ``tokenizers``
@@ -61,7 +70,12 @@ class TokenCountError(EngineAcceptanceError, RuntimeError):
 
 
 class TokenCounter(Protocol):
-    """Anything that counts tokens of texts (without special tokens)."""
+    """Anything that counts tokens of texts (without special tokens): what callers pass in.
+
+    Implemented by :class:`LocalTokenCounter` (a ``tokenizer.json``),
+    :class:`ServerTokenCounter` (the engine's ``/tokenize``) and, when nothing can count,
+    :class:`CharacterCounter`.
+    """
 
     #: "local" or "server", for the report.
     kind: str

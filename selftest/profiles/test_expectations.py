@@ -1,17 +1,26 @@
-"""Expected-failure records: matching by test id, engine, version and model; bad files are named."""
+"""Expected-failure records: matching by check id, engine, version and model; bad files are named.
+
+Records name checks as ``module::test[param]``, so one record matches wherever the suite
+is installed: a checkout (``tests/test_text.py::...``), a wheel in site-packages, or a
+rootdir somewhere else (``../../x/tests/...``).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
+import re
 
-from engine_acceptance.profiles.expectations import load_expectations, matching_records
+import pytest
+import yaml
+
+from engine_acceptance.profiles.expectations import check_id, load_expectations, matching_records
 from engine_acceptance.profiles.profile import ProfileError
+from engine_acceptance.resources import suite_path
 
 RECORD = """
 records:
-  - check: "tests/test_text.py::test_arithmetic_answer_is_correct[*]"
+  - check: "test_text.py::test_arithmetic_answer_is_correct[*]"
     engine: vllm
     versions: ">=0.32,<0.33"
     model: "(?i)gemma-3"
@@ -42,8 +51,81 @@ def test_record_matches_test_id_with_brackets_engine_version_and_model(tmp_path:
                                 engine="vllm", version=None, model="gemma-3-270m")
 
 
-def test_shipped_records_validate() -> None:
-    load_expectations()
+def test_shipped_records_validate_and_name_checks_that_exist() -> None:
+    records = load_expectations()
+    assert records
+    for record in records:
+        module, _, test = record.check.partition("::")
+        source = suite_path("tests", module)
+        assert source.is_file(), f"record {record.origin}: no check module {module} in {source.parent}"
+        function = test.split("[")[0]
+        assert re.search(rf"^(async )?def {re.escape(function)}\(", source.read_text(encoding="utf-8"), re.M), \
+            f"record {record.origin}: {module} has no check {function}"
+
+
+# The same check as pytest names it from a checkout, from an installed wheel, and from a
+# rootdir elsewhere (node ids are relative to the rootdir, or absolute outside it).
+NODE_IDS = {
+    "checkout": "tests/test_text.py::test_arithmetic_answer_is_correct[streamed]",
+    "wheel": "/opt/venv/lib/python3.12/site-packages/engine_acceptance/suite/tests/test_text.py::"
+             "test_arithmetic_answer_is_correct[streamed]",
+    "elsewhere": "../../x/tests/test_text.py::test_arithmetic_answer_is_correct[streamed]",
+    "check-id": "test_text.py::test_arithmetic_answer_is_correct[streamed]",
+}
+
+
+@pytest.mark.parametrize("nodeid", NODE_IDS.values(), ids=NODE_IDS.keys())
+def test_check_id_is_the_module_and_the_test_wherever_the_suite_is(nodeid: str) -> None:
+    assert check_id(nodeid) == "test_text.py::test_arithmetic_answer_is_correct[streamed]"
+
+
+def test_check_id_keeps_classes_parameters_with_slashes_and_bare_modules() -> None:
+    assert check_id("../../x/tests/test_text.py::test_x") == "test_text.py::test_x"
+    assert check_id("/a/tests/test_throughput.py::TestCells::test_cell[128/128@4]") == \
+        "test_throughput.py::TestCells::test_cell[128/128@4]"
+    assert check_id("tests/test_text.py::test_x[a::b]") == "test_text.py::test_x[a::b]"
+    assert check_id("C:\\suite\\tests\\test_text.py::test_x") == "test_text.py::test_x"
+    assert check_id("tests/test_text.py") == "test_text.py"
+
+
+@pytest.mark.parametrize("nodeid", NODE_IDS.values(), ids=NODE_IDS.keys())
+@pytest.mark.parametrize("check", ["test_text.py::test_arithmetic_answer_is_correct[*]",
+                                   "tests/test_text.py::test_arithmetic_answer_is_correct[*]"],
+                         ids=["check-id", "legacy-tests-prefix"])
+def test_a_record_matches_wherever_the_suite_is_installed(tmp_path: Path, check: str, nodeid: str) -> None:
+    records = load_expectations([write(tmp_path, RECORD.replace(
+        '"test_text.py::test_arithmetic_answer_is_correct[*]"', f'"{check}"'))])
+    assert records[0].check == "test_text.py::test_arithmetic_answer_is_correct[*]"  # tests/ dropped when loading
+    hit = dict(engine="vllm", version="0.32.0", model="gemma-3-270m")
+    assert matching_records(records, nodeid, **hit)
+    assert not matching_records(records, nodeid.replace("test_text.py", "test_text_extra.py"), **hit)
+    assert not matching_records(records, nodeid.replace("correct[", "correctX["), **hit)
+
+
+def test_shipped_records_match_the_node_ids_of_an_installed_wheel() -> None:
+    records = load_expectations()
+    wheel = "/opt/venv/lib/python3.12/site-packages/engine_acceptance/suite/tests/"
+    gemma = dict(engine="vllm", version="0.32.0", model="gemma-3-270m")
+    assert [r.origin for r in matching_records(
+        records, wheel + "test_text.py::test_arithmetic_answer_is_correct[non-streamed]", **gemma)] == [
+        "gemma3-270m-vllm-cpu.yaml#0"]
+    sglang = dict(engine="sglang", version="0.0.0.dev1+g56e290315", model="MiniMax-M3")
+    corrupt = "test_corrupt_media.py::test_corrupt_media_is_rejected_with_4xx_and_an_error_body"
+    assert [r.origin for r in matching_records(records, f"{wheel}{corrupt}[truncated-png]", **sglang)] == [
+        "seed-001-media.yaml#1"]
+    assert [r.origin for r in matching_records(records, f"tests/{corrupt}[truncated-png]", **sglang)] == [
+        "seed-001-media.yaml#1"]
+
+
+@pytest.mark.parametrize("check", ["suite/tests/test_text.py::test_x[*]", "/abs/tests/test_text.py::test_x",
+                                   "test_text.py:test_x"], ids=["other-folder", "absolute", "one-colon"])
+def test_a_check_named_by_a_path_is_refused_with_file_and_field(tmp_path: Path, check: str) -> None:
+    path = write(tmp_path, yaml.safe_dump({"records": [dict(yaml.safe_load(RECORD)["records"][0], check=check)]}))
+    with pytest.raises(ProfileError) as excinfo:
+        load_expectations([path])
+    assert str(excinfo.value) == (f"{path}: field records/0/check: {check!r} is not a check id; write the module "
+                                  "and the test, like test_text.py::test_x[*] (no folder, so the record matches "
+                                  "wherever the suite is installed)")
 
 
 def test_record_without_reason_is_rejected_with_file_and_field(tmp_path: Path) -> None:

@@ -2,8 +2,9 @@
 progress lines, and the reference engine's retrieval rule, tokenizer export and defects.
 
 Exact length is checked with two real tokenizers: the reference engine's byte-level
-one, and a BPE trained here on the filler itself (merges across characters, like the
-tokenizers of real models), so "exactly N tokens" is not an artefact of 1 byte = 1 token.
+one (exported as tokenizer.json, the only way it reaches the suite), and a BPE trained
+here on the filler itself (merges across characters, like the tokenizers of real
+models), so "exactly N tokens" is not an artefact of 1 byte = 1 token.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
 from engine_acceptance.wire.client import EngineTarget
+from engine_acceptance.recall import haystack
 from engine_acceptance.recall.haystack import (
     CODE_PATTERN,
     MIN_RECALL_TOKENS,
@@ -33,7 +35,7 @@ from engine_acceptance.recall.haystack import (
 )
 from engine_acceptance.progress import waiting
 from engine_acceptance.recall.answers import character_differences, code_problems, codes_in, json_codes
-from engine_acceptance.reference_engine import get_tokenizer, start_reference_engine
+from engine_acceptance.reference_engine import start_reference_engine
 from engine_acceptance.reference_engine.responder import Conversation, ThinkingMode, respond
 from engine_acceptance.reference_engine.retrieval import NOT_FOUND, corrupt_first_code, drop_middle
 from engine_acceptance.wire.token_count import (
@@ -54,8 +56,9 @@ def _needles(seed: int = 1, depths: tuple[float, ...] = (0.1, 0.5, 0.9)) -> list
 
 
 @pytest.fixture(scope="module")
-def byte_counter() -> LocalTokenCounter:
-    return LocalTokenCounter.from_json(get_tokenizer().to_json(), source="reference engine tokenizer")
+def byte_counter(tokenizer_json: Path) -> LocalTokenCounter:
+    """The reference engine's byte-level tokenizer, as a user gets it: its exported tokenizer.json."""
+    return LocalTokenCounter.from_file(tokenizer_json)
 
 
 @pytest.fixture(scope="module")
@@ -197,6 +200,27 @@ def test_exported_tokenizer_counts_like_the_server(engine: str, tmp_path: Path) 
         assert server.count_conversation(messages) == local.count(text) + 5  # <|user|>\n … \n<|assistant|>\n
     finally:
         server.close()
+
+
+def test_measuring_command_counts_with_the_tokenizer_json_it_is_given(tokenizer_json: Path,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    assert haystack.main(["--tokenizer", str(tokenizer_json), "--tokens", "4096"]) == 0
+    out = capsys.readouterr().out
+    assert "built 4,096 tokens" in out and f"local tokenizer.json {tokenizer_json}" in out, out
+
+
+def test_measuring_command_needs_a_tokenizer_and_says_how_to_get_the_reference_one(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # No default: the suite never reaches for the reference engine's tokenizer by import.
+    with pytest.raises(SystemExit) as exited:
+        haystack.main([])
+    assert exited.value.code == 2
+    with pytest.raises(SystemExit):
+        haystack.main(["--help"])
+    assert "--export-tokenizer" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as exited:
+        haystack.main(["--tokenizer", str(tmp_path / "missing.json")])
+    assert exited.value.code == 2 and "missing.json is not a file" in capsys.readouterr().err
 
 
 def test_server_counter_reports_a_refusal(engine: str) -> None:

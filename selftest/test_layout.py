@@ -1,0 +1,524 @@
+"""The architecture rules, read from the source: a broken layer fails here, not in review.
+
+DESIGN.md draws the package as layers: ``wire`` at the bottom, the pytest side on top,
+and the reference engine apart, a test double the suite may start but never lean on.
+These rules are what keeps that drawing true. They are checked with :mod:`ast` over
+every ``.py`` file, so nothing is imported and the test needs no engine:
+
+* only the modules that launch the built-in engine import
+  ``engine_acceptance.reference_engine`` (:data:`REFERENCE_ENGINE_LAUNCHERS`, each with
+  its reason), and the engine imports nothing of the suite;
+* only ``engine_acceptance/pytest_plugin/`` imports pytest: the library stays usable and
+  testable without it (imports inside functions count, they run all the same);
+* the package's modules import each other without a cycle (imports that run when the
+  module loads; ``if TYPE_CHECKING:`` blocks and function bodies do not);
+* every third-party module the package, ``fixtures/`` or ``tests/`` imports comes from a
+  distribution ``pyproject.toml`` declares, not one that happens to be installed as
+  another package's dependency.
+
+Each rule is a plain function over a source tree, and each is also run on a small tree
+written here with the defect it must catch.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.metadata
+import re
+import sys
+import tomllib
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from packaging.requirements import Requirement
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = "engine_acceptance"
+REFERENCE_ENGINE = f"{PACKAGE}.reference_engine"
+PYTEST_PLUGIN = f"{PACKAGE}.pytest_plugin"
+PYTEST_MODULES = ("pytest", "_pytest")
+# Folders whose third-party imports must be declared: what an installed plugin ships.
+SHIPPED_FOLDERS = (PACKAGE, "fixtures", "tests")
+
+# The only modules outside the reference engine that may import it: the ones that start
+# it (or check what will be asked of it before starting it). Everything else reaches the
+# built-in engine the way it reaches vLLM, over HTTP, and gets its tokenizer as data.
+REFERENCE_ENGINE_LAUNCHERS: Mapping[str, str] = {
+    f"{PYTEST_PLUGIN}.engine_setup": "starts the built-in engine when no --engine-url is given",
+    f"{PYTEST_PLUGIN}.options": "rejects an --inject name the built-in engine does not know, before starting it",
+    f"{PACKAGE}.compare.run": "starts one built-in engine for each compared target named 'builtin'",
+}
+
+
+# --- reading the source ------------------------------------------------------------------
+
+AT_LOAD = "at load"
+IN_FUNCTION = "inside a function"
+TYPE_ONLY = "under if TYPE_CHECKING"
+
+@dataclass(frozen=True)
+class Import:
+    """One import statement (or ``importlib.import_module("...")`` call), resolved to absolute names."""
+
+    path: Path
+    line: int
+    # The module named after ``import`` or ``from``, made absolute.
+    module: str
+    # The names after ``from M import``; empty for ``import M``.
+    names: tuple[str, ...]
+    # AT_LOAD: runs when the module is loaded; IN_FUNCTION: when a function is called;
+    # TYPE_ONLY: never (under ``if TYPE_CHECKING:``, for type checkers).
+    when: str
+
+    @property
+    def at_load(self) -> bool:
+        return self.when == AT_LOAD
+
+    def where(self, root: Path) -> str:
+        return f"{self.path.relative_to(root)}:{self.line}"
+
+    @property
+    def top_level(self) -> str:
+        return self.module.partition(".")[0]
+
+
+def module_name(path: Path, root: Path) -> str:
+    """``engine_acceptance/wire/client.py`` -> ``engine_acceptance.wire.client`` (a package is its ``__init__``)."""
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def python_files(root: Path, folder: str) -> list[Path]:
+    return sorted(path for path in (root / folder).rglob("*.py") if "__pycache__" not in path.parts)
+
+
+def package_modules(root: Path) -> dict[str, Path]:
+    """Every module of the package by dotted name."""
+    return {module_name(path, root): path for path in python_files(root, PACKAGE)}
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _nodes(node: ast.AST, when: str) -> Iterator[tuple[ast.AST, str]]:
+    """Every node under ``node``, with when it runs: :data:`AT_LOAD`, :data:`IN_FUNCTION` or :data:`TYPE_ONLY`."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            # Decorators and defaults run with the enclosing code; the body only when called.
+            for part in (*getattr(child, "decorator_list", ()), child.args):
+                yield part, when
+                yield from _nodes(part, when)
+            inner = when if when == TYPE_ONLY else IN_FUNCTION
+            for statement in ([child.body] if isinstance(child, ast.Lambda) else child.body):
+                yield statement, inner
+                yield from _nodes(statement, inner)
+        elif isinstance(child, ast.If) and _is_type_checking(child.test):
+            for statement in child.body:
+                yield statement, TYPE_ONLY
+                yield from _nodes(statement, TYPE_ONLY)
+            for statement in child.orelse:
+                yield statement, when
+                yield from _nodes(statement, when)
+        else:
+            yield child, when
+            yield from _nodes(child, when)
+
+
+def _relative_base(module: str, is_package: bool, level: int) -> str:
+    package = module if is_package else module.rpartition(".")[0]
+    for _ in range(level - 1):
+        package = package.rpartition(".")[0]
+    return package
+
+
+def imports_in(path: Path, root: Path) -> list[Import]:
+    """Every import in one file, wherever it sits, with absolute module names."""
+    module = module_name(path, root)
+    is_package = path.name == "__init__.py"
+    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+    found: list[Import] = []
+    for node, when in _nodes(tree, AT_LOAD):
+        if isinstance(node, ast.Import):
+            found += [Import(path, node.lineno, alias.name, (), when) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            target = node.module or ""
+            if node.level:
+                base = _relative_base(module, is_package, node.level)
+                target = f"{base}.{target}" if target else base
+            found.append(Import(path, node.lineno, target, tuple(alias.name for alias in node.names), when))
+        elif (isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant)
+              and isinstance(node.args[0].value, str)
+              and ((isinstance(node.func, ast.Attribute) and node.func.attr == "import_module")
+                   or (isinstance(node.func, ast.Name) and node.func.id in ("import_module", "__import__")))):
+            found.append(Import(path, node.lineno, node.args[0].value, (), when))
+    return found
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def _loads_reference_engine(found: Import) -> bool:
+    """``import engine_acceptance.reference_engine...`` or ``from engine_acceptance import reference_engine``."""
+    return _within(found.module, REFERENCE_ENGINE) or (found.module == PACKAGE and "reference_engine" in found.names)
+
+
+# --- the rules ---------------------------------------------------------------------------
+
+def reference_engine_imports(root: Path, launchers: Iterable[str]) -> list[str]:
+    """Imports of the reference engine from outside it, other than by the launchers."""
+    allowed = set(launchers)
+    problems = []
+    for name, path in package_modules(root).items():
+        if _within(name, REFERENCE_ENGINE) or name in allowed:
+            continue
+        for found in imports_in(path, root):
+            if _loads_reference_engine(found):
+                problems.append(f"{found.where(root)} imports {found.module}: {name} is not a launcher of the "
+                                f"built-in engine, so it must reach it over HTTP and take its tokenizer as data")
+    return problems
+
+
+def stale_launchers(root: Path, launchers: Iterable[str]) -> list[str]:
+    """Allow-list entries that name no module, or a module that no longer imports the engine."""
+    modules = package_modules(root)
+    problems = []
+    for name in launchers:
+        if name not in modules:
+            problems.append(f"{name} is allowed to import the reference engine but no such module exists")
+        elif not any(_loads_reference_engine(found) for found in imports_in(modules[name], root)):
+            problems.append(f"{name} is allowed to import the reference engine but no longer does: drop it "
+                            f"from the allow-list")
+    return problems
+
+
+def reference_engine_reaches_out(root: Path) -> list[str]:
+    """Imports of the suite from inside the reference engine (it must stand alone, like a real engine)."""
+    problems = []
+    for name, path in package_modules(root).items():
+        if not _within(name, REFERENCE_ENGINE):
+            continue
+        for found in imports_in(path, root):
+            if _within(found.module, PACKAGE) and not _within(found.module, REFERENCE_ENGINE):
+                problems.append(f"{found.where(root)} imports {found.module}: the reference engine must not "
+                                f"depend on the suite it is a test double for")
+    return problems
+
+
+def pytest_imports(root: Path) -> list[str]:
+    """Imports of pytest (or its internals) from outside the pytest plugin subpackage."""
+    problems = []
+    for name, path in package_modules(root).items():
+        if _within(name, PYTEST_PLUGIN):
+            continue
+        for found in imports_in(path, root):
+            if found.top_level in PYTEST_MODULES:
+                how = "" if found.at_load else f" ({found.when}, which counts all the same)"
+                problems.append(f"{found.where(root)} imports {found.module}{how}: only {PYTEST_PLUGIN} may "
+                                f"import pytest, so the library stays usable without it")
+    return problems
+
+
+def import_graph(root: Path) -> dict[str, dict[str, Import]]:
+    """Module -> the package modules it imports when loaded (and the import that does it)."""
+    modules = package_modules(root)
+    graph: dict[str, dict[str, Import]] = {name: {} for name in modules}
+    for name, path in modules.items():
+        for found in imports_in(path, root):
+            if not found.at_load or not _within(found.module, PACKAGE):
+                continue
+            # ``from pkg import sub`` loads the submodule; ``from pkg import name`` loads pkg.
+            targets = {f"{found.module}.{item}" if f"{found.module}.{item}" in modules else found.module
+                       for item in found.names} or {found.module}
+            for target in targets & modules.keys():
+                if target != name:
+                    graph[name].setdefault(target, found)
+    return graph
+
+
+def _strongly_connected(graph: Mapping[str, Iterable[str]]) -> list[list[str]]:
+    """Tarjan's algorithm, iteratively (no recursion limit on a deep package)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[list[str]] = []
+    for start in sorted(graph):
+        if start in index:
+            continue
+        work = [(start, iter(sorted(graph[start])))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, edges = work[-1]
+            for target in edges:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph[target]))))
+                    break
+                if target in on_stack:
+                    low[node] = min(low[node], index[target])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    components.append(sorted(component))
+    return components
+
+
+def _cycle_through(start: str, members: set[str], graph: Mapping[str, Iterable[str]]) -> list[str]:
+    """A shortest path from ``start`` back to itself inside one strongly connected component."""
+    previous: dict[str, str] = {}
+    frontier = [start]
+    while frontier:
+        following = []
+        for node in frontier:
+            for target in sorted(graph[node]):
+                if target not in members:
+                    continue
+                if target == start:
+                    path = [node]
+                    while path[-1] != start:
+                        path.append(previous[path[-1]])
+                    return [*reversed(path), start]
+                if target not in previous:
+                    previous[target] = node
+                    following.append(target)
+        frontier = following
+    raise AssertionError(f"{start} is in a cycle yet no path leads back to it")
+
+
+def import_cycles(root: Path) -> list[str]:
+    """Each import cycle as a readable chain: ``a (a.py:3) -> b (b.py:9) -> a``."""
+    graph = import_graph(root)
+    chains = []
+    for component in _strongly_connected(graph):
+        if len(component) < 2:
+            continue
+        cycle = _cycle_through(component[0], set(component), graph)
+        steps = [f"{module} ({graph[module][target].where(root)} imports {target})"
+                 for module, target in zip(cycle, cycle[1:])]
+        others = f"; {len(component)} modules are tangled in all: {', '.join(component)}" \
+            if len(component) > len(cycle) - 1 else ""
+        chains.append(" -> ".join(steps) + f" -> back to {cycle[0]}{others}")
+    return chains
+
+
+def _normalise(distribution: str) -> str:
+    return re.sub(r"[-_.]+", "-", distribution).lower()
+
+
+def declared_distributions(pyproject: Path) -> set[str]:
+    """The normalised names in ``[project] dependencies``."""
+    project = tomllib.loads(pyproject.read_text(encoding="utf-8"))["project"]
+    return {_normalise(Requirement(line).name) for line in project.get("dependencies", [])}
+
+
+def _required_by(distribution: str, declared: Iterable[str]) -> list[str]:
+    """Declared distributions that pull ``distribution`` in: why it is installed at all."""
+    wanted = _normalise(distribution)
+    pulling = []
+    for name in sorted(declared):
+        try:
+            requirements = importlib.metadata.requires(name) or []
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        if any(_normalise(Requirement(line).name) == wanted and "extra ==" not in line for line in requirements):
+            pulling.append(name)
+    return pulling
+
+
+def undeclared_imports(root: Path, folders: Iterable[str], pyproject: Path,
+                       providers: Mapping[str, list[str]] | None = None) -> list[str]:
+    """Third-party modules imported in ``folders`` that no declared distribution provides."""
+    providers = importlib.metadata.packages_distributions() if providers is None else providers
+    declared = declared_distributions(pyproject)
+    local = {path.stem if path.is_file() else path.name for path in root.iterdir()
+             if path.suffix == ".py" or (path.is_dir() and any(path.glob("*.py")))}
+    where: dict[str, list[str]] = {}
+    for folder in folders:
+        for path in python_files(root, folder):
+            for found in imports_in(path, root):
+                top = found.top_level
+                if top and top not in sys.stdlib_module_names and top not in local:
+                    where.setdefault(top, []).append(found.where(root))
+    problems = []
+    for module, places in sorted(where.items()):
+        seen = ", ".join(places[:3]) + (f" and {len(places) - 3} more" if len(places) > 3 else "")
+        distributions = sorted(set(providers.get(module, [])))
+        if not distributions:
+            problems.append(f"{module} (imported at {seen}) is provided by no installed distribution, so "
+                            f"pyproject.toml cannot be declaring it")
+        elif not {_normalise(d) for d in distributions} & declared:
+            pulled = sorted({name for d in distributions for name in _required_by(d, declared)})
+            verb = "requires" if len(pulled) == 1 else "require"
+            why = f", installed only because {' and '.join(pulled)} {verb} it" if pulled else ""
+            problems.append(f"{module} (imported at {seen}) comes from {' or '.join(distributions)}, which "
+                            f"pyproject.toml [project] dependencies does not declare{why}")
+    return problems
+
+
+def _report(problems: list[str]) -> str:
+    return f"{len(problems)} violation(s):\n" + "\n".join(f"  {problem}" for problem in problems)
+
+
+# --- the rules, on this repository -------------------------------------------------------
+
+def test_only_the_launchers_import_the_reference_engine() -> None:
+    problems = reference_engine_imports(ROOT, REFERENCE_ENGINE_LAUNCHERS)
+    assert not problems, _report(problems)
+
+
+def test_every_allowed_launcher_exists_and_still_imports_the_reference_engine() -> None:
+    problems = stale_launchers(ROOT, REFERENCE_ENGINE_LAUNCHERS)
+    assert not problems, _report(problems)
+
+
+def test_the_reference_engine_imports_nothing_of_the_suite() -> None:
+    problems = reference_engine_reaches_out(ROOT)
+    assert not problems, _report(problems)
+
+
+def test_only_the_pytest_plugin_imports_pytest() -> None:
+    problems = pytest_imports(ROOT)
+    assert not problems, _report(problems)
+
+
+def test_package_modules_import_each_other_without_cycles() -> None:
+    cycles = import_cycles(ROOT)
+    assert not cycles, _report(cycles)
+
+
+def test_every_third_party_import_comes_from_a_declared_distribution() -> None:
+    problems = undeclared_imports(ROOT, SHIPPED_FOLDERS, ROOT / "pyproject.toml")
+    assert not problems, _report(problems)
+
+
+def test_the_scan_sees_the_whole_package() -> None:
+    """A scanner that read nothing would pass every rule: it must see the modules the rules are about."""
+    modules = package_modules(ROOT)
+    assert {f"{REFERENCE_ENGINE}.launcher", f"{PYTEST_PLUGIN}.plugin", f"{PACKAGE}.wire.client"} <= modules.keys()
+    assert len(import_graph(ROOT)[f"{PACKAGE}.wire.token_count"]) >= 2, "token_count imports the client and errors"
+
+
+# --- each rule catches its defect ----------------------------------------------------------
+
+def _tree(root: Path, files: Mapping[str, str], dependencies: Iterable[str] = ()) -> Path:
+    for relative, text in {f"{PACKAGE}/__init__.py": "", **files}.items():
+        path = root / relative
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    listed = ", ".join(f'"{name}"' for name in dependencies)
+    (root / "pyproject.toml").write_text(f'[project]\nname = "x"\ndependencies = [{listed}]\n', encoding="utf-8")
+    return root
+
+
+def test_a_function_level_import_of_the_reference_engine_is_caught(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {
+        f"{PACKAGE}/reference_engine/__init__.py": "",
+        f"{PACKAGE}/reference_engine/tokenizer.py": "",
+        f"{PACKAGE}/recall/__init__.py": "",
+        f"{PACKAGE}/recall/haystack.py":
+            "def main():\n    from engine_acceptance.reference_engine.tokenizer import get_tokenizer\n",
+        f"{PACKAGE}/launch.py": "from engine_acceptance.reference_engine import tokenizer\n",
+        f"{PACKAGE}/sneaky.py": "from engine_acceptance import reference_engine\n",
+        f"{PACKAGE}/plain.py": "import json\n",
+    })
+    problems = reference_engine_imports(root, [f"{PACKAGE}.launch"])
+    assert [problem.split(" imports ")[0] for problem in problems] == [
+        f"{PACKAGE}/recall/haystack.py:2", f"{PACKAGE}/sneaky.py:1"], problems
+    assert stale_launchers(root, [f"{PACKAGE}.launch"]) == []
+    stale = stale_launchers(root, [f"{PACKAGE}.plain", f"{PACKAGE}.sneaky", f"{PACKAGE}.gone"])
+    assert [problem.split(" is ")[0] for problem in stale] == [f"{PACKAGE}.plain", f"{PACKAGE}.gone"], stale
+
+
+def test_the_reference_engine_importing_the_suite_is_caught(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {
+        f"{PACKAGE}/wire/__init__.py": "",
+        f"{PACKAGE}/wire/client.py": "",
+        f"{PACKAGE}/reference_engine/__init__.py": "from .server import x\n",
+        f"{PACKAGE}/reference_engine/server.py": "from ..wire import client\n",
+    })
+    assert [p.split(" imports ")[0] for p in reference_engine_reaches_out(root)] == [
+        f"{PACKAGE}/reference_engine/server.py:1"]
+
+
+def test_pytest_outside_the_plugin_is_caught_even_inside_a_function(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {
+        f"{PACKAGE}/pytest_plugin/__init__.py": "",
+        f"{PACKAGE}/pytest_plugin/plugin.py": "import pytest\n",
+        f"{PACKAGE}/assertions.py": "def fail():\n    import pytest\n    pytest.fail('x')\n",
+        f"{PACKAGE}/settings.py": "from _pytest.config import Config\n",
+        f"{PACKAGE}/typed.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from pytest import Item\n",
+    })
+    problems = pytest_imports(root)
+    assert [problem.split(" imports ")[0] for problem in problems] == [
+        f"{PACKAGE}/assertions.py:2", f"{PACKAGE}/settings.py:1", f"{PACKAGE}/typed.py:3"], problems
+    assert "inside a function" in problems[0] and "TYPE_CHECKING" in problems[2]
+
+
+def test_an_import_cycle_is_reported_as_a_chain(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {
+        f"{PACKAGE}/wire/__init__.py": "",
+        f"{PACKAGE}/wire/client.py": "from engine_acceptance.wire.health import lost\n",
+        f"{PACKAGE}/wire/health.py": "from . import readiness\n",
+        f"{PACKAGE}/wire/readiness.py": "from engine_acceptance.wire.client import EngineTarget\n",
+        # Not cycles: a function-level import, and a type-only one.
+        f"{PACKAGE}/a.py": "import engine_acceptance.b\n",
+        f"{PACKAGE}/b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from engine_acceptance.a import x\n"
+                           "def f():\n    from engine_acceptance import a\n",
+    })
+    assert import_cycles(root) == [
+        f"{PACKAGE}.wire.client ({PACKAGE}/wire/client.py:1 imports {PACKAGE}.wire.health) -> "
+        f"{PACKAGE}.wire.health ({PACKAGE}/wire/health.py:1 imports {PACKAGE}.wire.readiness) -> "
+        f"{PACKAGE}.wire.readiness ({PACKAGE}/wire/readiness.py:1 imports {PACKAGE}.wire.client) -> "
+        f"back to {PACKAGE}.wire.client"]
+
+
+def test_a_package_reexporting_its_submodules_is_not_a_cycle(tmp_path: Path) -> None:
+    """``pkg/__init__`` importing ``.sub`` while ``sub`` imports ``.other`` is how Python packages work."""
+    root = _tree(tmp_path, {
+        f"{PACKAGE}/reference_engine/__init__.py": "from .launcher import start\nfrom .config import X\n",
+        f"{PACKAGE}/reference_engine/launcher.py": "from .config import X\n",
+        f"{PACKAGE}/reference_engine/config.py": "X = 1\n",
+    })
+    assert import_cycles(root) == []
+
+
+def test_an_undeclared_distribution_is_caught_and_says_who_pulled_it_in(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {
+        f"{PACKAGE}/client.py": "import json\nimport openai\nimport httpx2 as httpx\nfrom . import x\n",
+        "fixtures/__init__.py": "",
+        "fixtures/engine.py": "import yaml\nfrom engine_acceptance import client\nimport fixtures\n",
+        "tests/test_x.py": "def test():\n    import no_such_module_anywhere\n",
+    }, dependencies=["openai>=3", "PyYAML>=6"])
+    providers = {"openai": ["openai"], "httpx2": ["httpx2"], "yaml": ["PyYAML"]}
+    problems = undeclared_imports(root, SHIPPED_FOLDERS, root / "pyproject.toml", providers)
+    assert [problem.split(" (")[0] for problem in problems] == ["httpx2", "no_such_module_anywhere"], problems
+    assert f"{PACKAGE}/client.py:3" in problems[0] and "does not declare" in problems[0]
+    assert "tests/test_x.py:2" in problems[1] and "no installed distribution" in problems[1]
+
+
+@pytest.mark.parametrize("requirement, name", [
+    ("PyYAML>=6", "pyyaml"), ("allure_pytest>=2.13,<3", "allure-pytest"), ("zope.interface", "zope-interface"),
+], ids=["capitals", "underscore", "dot"])
+def test_declared_names_are_compared_normalised(tmp_path: Path, requirement: str, name: str) -> None:
+    pyproject = _tree(tmp_path, {}, dependencies=[requirement]) / "pyproject.toml"
+    assert declared_distributions(pyproject) == {name}
