@@ -15,7 +15,7 @@ __all__ = ["CATEGORIES", "FAILURE_CATEGORIES", "FAILURE_RULES", "failure_categor
 
 # Allure groups failures by these rules, first match wins.
 # How a check failed: the categories an expected-failure record's `failure.category` may
-# name (expectations.py). failure_category() below is the one reading of these rules, so
+# name (profiles/expectations.py). failure_category() below is the one reading of these rules, so
 # a record's category and the report's can never disagree.
 FAILURE_RULES = [
     {"name": "Engine error (5xx)", "matchedStatuses": ["failed", "broken"],

@@ -522,3 +522,25 @@ def test_an_undeclared_distribution_is_caught_and_says_who_pulled_it_in(tmp_path
 def test_declared_names_are_compared_normalised(tmp_path: Path, requirement: str, name: str) -> None:
     pyproject = _tree(tmp_path, {}, dependencies=[requirement]) / "pyproject.toml"
     assert declared_distributions(pyproject) == {name}
+
+
+def test_every_error_class_of_the_suite_belongs_to_the_one_error_tree() -> None:
+    # The plugin maps UsageError to exit 4 and EngineUnavailable to exit 6 in one place
+    # (pytest_plugin/plugin.py): an error class outside the tree would escape that mapping.
+    import importlib
+    import inspect
+    import pkgutil
+
+    import engine_acceptance
+    from engine_acceptance.errors import EngineAcceptanceError
+
+    outside = []
+    for info in pkgutil.walk_packages(engine_acceptance.__path__, f"{PACKAGE}."):
+        if info.name.startswith(f"{PACKAGE}.reference_engine") or info.name.endswith("__main__"):
+            continue
+        module = importlib.import_module(info.name)
+        for name, cls in inspect.getmembers(module, inspect.isclass):
+            if (cls.__module__ == info.name and issubclass(cls, Exception)
+                    and not issubclass(cls, EngineAcceptanceError)):
+                outside.append(f"{info.name}.{name}")
+    assert not outside, f"error classes outside engine_acceptance.errors.EngineAcceptanceError: {outside}"

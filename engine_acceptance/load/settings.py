@@ -1,8 +1,7 @@
 """The throughput options, parsed once: which cells, how many rounds, the gate, the files.
 
-``plugin.py`` registers the options and calls :func:`settings_from_options` in
-``pytest_configure``; a bad value is a :class:`SettingsError` that the plugin turns
-into ``pytest.UsageError`` naming the option and the value.
+:func:`settings_from_options` is called once per run (``pytest_plugin/options.py``); a bad
+value is a :class:`SettingsError` (a usage error, exit 4) naming the option and the value.
 
 Shape selection (``--throughput-shapes``), comma-separated, any mix of:
 ``smoke`` (the default), ``full`` (the seeds' matrix), ``IN/OUT`` (every cell of

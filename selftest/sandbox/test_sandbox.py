@@ -1,4 +1,4 @@
-"""Self-tests of the sandbox with hostile snippets, each run on its own, straight through sandbox.py.
+"""Self-tests of the sandbox with hostile snippets, each run on its own, straight through sandbox/runner.py.
 
 The allow-list would refuse every snippet here; these runs skip it on purpose, to
 prove the process layers contain code that gets past it. Each hostile run must end
