@@ -80,7 +80,10 @@ def test_interrupt_leaves_finished_results_and_an_interrupted_verdict(tmp_path: 
                # The capability probes meet the same silence: found broken after 2 s, not 60.
                "--probe-timeout", "2", *extra]
     with open(tmp_path / "out.txt", "wb") as out:
-        suite = subprocess.Popen(command, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        # SIGINT back to its default: a self-test run started in the background by a
+        # non-interactive shell has SIGINT ignored, and the suite would inherit that.
+        suite = subprocess.Popen(command, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     try:
         _wait_for(lambda: FINISHED in read_results(alluredir), "the models check to finish")
         engines = _reference_engines_of(suite.pid)
@@ -91,7 +94,14 @@ def test_interrupt_leaves_finished_results_and_an_interrupted_verdict(tmp_path: 
             os.killpg(suite.pid, signum)
         else:
             suite.send_signal(signum)
-        returncode = suite.wait(timeout=120)
+        try:
+            returncode = suite.wait(timeout=120)
+        except subprocess.TimeoutExpired:
+            # pytest's faulthandler dumps every thread's stack on SIGABRT: where the run hung.
+            suite.send_signal(signal.SIGABRT)
+            time.sleep(3)
+            output = (tmp_path / "out.txt").read_text(errors="replace")
+            raise AssertionError(f"the suite did not end within 120 s of the signal:\n{output[-8000:]}") from None
     finally:
         if suite.poll() is None:
             os.killpg(suite.pid, signal.SIGKILL)

@@ -115,7 +115,7 @@ def test_unreachable_engine_stops_the_run_at_once_with_one_message(pytester: pyt
         (["--engine-url=ftp://x"], "--engine-url: 'ftp://x' is not an http(s) URL"),
         (["--engine", "tgi"], "--engine: 'tgi' is not one of"),
         (["--inject", "nonsense"], "--inject: unknown defect 'nonsense'"),
-        (["--idle-timeout", "0"], "--idle-timeout: 0.0 must be a positive number"),
+        (["--idle-timeout", "0"], "--idle-timeout: '0' must be a positive number"),
         (["--profile", "no-such-profile"], "no model profile named 'no-such-profile'"),
     ],
     ids=["bad-url", "bad-engine", "unknown-defect", "zero-timeout", "unknown-profile"],
