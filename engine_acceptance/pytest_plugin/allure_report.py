@@ -6,11 +6,13 @@ results directory is configured, so checks can attach unconditionally.
 
 from __future__ import annotations
 
+import doctest
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import allure
+import pytest
 
 from engine_acceptance.failure_categories import CATEGORIES, FAILURE_CATEGORIES, FAILURE_RULES, failure_category
 from engine_acceptance.wire.client import Exchange
@@ -33,12 +35,9 @@ __all__ = [
     "write_executor",
 ]
 
+
 def allure_status(exception: BaseException) -> str:
     """The status allure-pytest gives a check that raised `exception`: failed, or broken."""
-    import doctest
-
-    import pytest
-
     return "failed" if isinstance(exception, (AssertionError, pytest.fail.Exception, doctest.DocTestFailure)) \
         else "broken"
 
@@ -126,8 +125,6 @@ def attach_exchange(exchange: Exchange, redactor: Redactor, label: str = "") -> 
 
 def label_for_allure(item: "pytest.Item", session: "AcceptanceSession") -> None:
     """Epic = engine, feature = capability, story = check: how a release manager reads the dashboard."""
-    import pytest
-
     from engine_acceptance.pytest_plugin.verdict import CAPABILITIES
 
     capability = next((name for name in CAPABILITIES if item.get_closest_marker(name)), "other")
