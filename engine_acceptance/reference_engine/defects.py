@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 # Exit status of a reference engine that "crashed" on corrupt media (media-crash).
 MEDIA_CRASH_EXIT_CODE = 70
 
-__all__ = ["DEFECTS", "MEDIA_CRASH_EXIT_CODE", "DefectHooks", "UnknownDefectError", "validate_defects"]
+__all__ = ["CONTRACT_PARAMS", "DEFECTS", "MEDIA_CRASH_EXIT_CODE", "DefectHooks", "UnknownDefectError", "validate_defects"]
 
 DEFECTS: dict[str, str] = {
     "reasoning-leak": (
@@ -83,9 +83,40 @@ DEFECTS: dict[str, str] = {
         "the multimodal processor cache is keyed by an image's size, not its content: an image the size of one"
         " seen before is read as that one (two 512x512 images in one request come back as the first twice)"
     ),
+    # API contract (issue 15): structured outputs, error codes, sampling parameters.
+    "ignore-response-format": (
+        "response_format is validated but not applied: the reply is free text instead of JSON, streamed and not"
+    ),
+    "structured-reasoning-in-content": (
+        "with response_format and thinking on, the reasoning is written into content ahead of the JSON and the"
+        " reasoning field stays empty (a grammar applied to the whole output, reasoning included)"
+    ),
+    "schema-500": (
+        "a response_format schema that cannot be compiled gets HTTP 500 with an empty InternalServerError"
+        " message instead of 400 (vLLM issue 57725)"
+    ),
+    "bad-params-500": (
+        "invalid request values (temperature < 0, n < 1, max_tokens < 1, an unknown model, malformed messages,"
+        " a prompt longer than the context) get HTTP 500 instead of 400/404"
+    ),
+    "accept-bad-params": (
+        "invalid request values are answered 200 as if valid: the values are dropped, the messages repaired,"
+        " an over-long prompt truncated"
+    ),
+    "error-body-plain": (
+        "refusals of invalid request values keep their 4xx status but the body is plain text, not an error object"
+    ),
+    "stop-included": "a stop string ends the reply but is left at the end of the content",
+    "max-tokens-ignored": "chat max_tokens is ignored: the reply runs to its natural end (finish_reason 'stop')",
+    "n-ignored": "chat n > 1 is accepted but only one choice is generated, and usage counts one",
     # Transport faults (stalls, resets, 503 storms, huge replies, ...): applied by faults.FaultInjector.
     **FAULTS,
 }
+
+# The request fields whose invalid values the error-code contract checks (bad-params-500,
+# accept-bad-params, error-body-plain act on refusals naming these; media refusals are apart).
+CONTRACT_PARAMS = frozenset({"temperature", "top_p", "n", "max_tokens", "max_completion_tokens", "model",
+                             "messages", "stop"})
 
 
 class UnknownDefectError(ValueError):
@@ -220,6 +251,64 @@ class DefectHooks:
 
             return RequestError(f"Internal server error: RuntimeError: {error.message}", status=500,
                                 err_type="InternalServerError", param=error.param)
+        return error
+
+    # --- API contract -----------------------------------------------------------------
+
+    def applies_response_format(self) -> bool:
+        """Whether a validated response_format constrains the reply."""
+        return "ignore-response-format" not in self.active
+
+    def structured_generation(self, generation: Generation) -> Generation:
+        """A reply made under a response_format, before it is rendered."""
+        if "structured-reasoning-in-content" in self.active and generation.reasoning:
+            return dataclasses.replace(generation, reasoning=None,
+                                       content=f"{generation.reasoning}\n\n{generation.content}")
+        return generation
+
+    def include_stop(self) -> bool:
+        """Whether the stop string that ended a reply stays in its content."""
+        return "stop-included" in self.active
+
+    def max_tokens(self, requested: int | None) -> int | None:
+        """The chat max_tokens the engine applies."""
+        return None if "max-tokens-ignored" in self.active else requested
+
+    def choices(self, requested: int) -> int:
+        """How many chat choices the engine generates for `n`."""
+        return 1 if "n-ignored" in self.active else requested
+
+    def accepts_bad_request(self, error: RequestError) -> bool:
+        """accept-bad-params: answer a request refused for an invalid value anyway."""
+        return "accept-bad-params" in self.active and error.param in CONTRACT_PARAMS
+
+    @staticmethod
+    def repaired_body(body: dict[str, Any], model: str) -> dict[str, Any]:
+        """The request an engine that validates nothing would act on: invalid values gone, one user turn."""
+        repaired = {key: value for key, value in body.items()
+                    if key not in CONTRACT_PARAMS or key == "messages"}
+        messages = body.get("messages") if isinstance(body.get("messages"), list) else []
+        texts = [m.get("content") for m in messages if isinstance(m, dict) and isinstance(m.get("content"), str)]
+        # An over-long prompt is silently cut, as a truncating engine would.
+        repaired["messages"] = [{"role": "user", "content": (texts[-1] if texts else "hello")[:2000]}]
+        repaired["model"] = model
+        return repaired
+
+    def request_error(self, error: RequestError) -> RequestError:
+        """A chat refusal (not of media) as the engine sends it."""
+        from .protocol import RequestError  # protocol -> config -> defects: import late
+
+        if "schema-500" in self.active and error.param == "response_format":
+            return RequestError("", status=500, err_type="InternalServerError")
+        if error.param not in CONTRACT_PARAMS:
+            return error
+        if "bad-params-500" in self.active:
+            return RequestError(f"Internal server error: ValueError: {error.message}", status=500,
+                                err_type="InternalServerError")
+        if "error-body-plain" in self.active:
+            plain = RequestError(error.message, status=error.status, err_type=error.err_type, param=error.param)
+            plain.plain = True
+            return plain
         return error
 
     def seen_media(self, media: Sequence[SeenMedia]) -> tuple[SeenMedia, ...]:

@@ -10,6 +10,7 @@ engine's.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 from .tokenizer import ReferenceTokenizer
@@ -68,13 +69,32 @@ def _budget(ids: list[int], max_tokens: int) -> tuple[list[int], str]:
     return ids, "stop"
 
 
+def _first_stop(answer: str, stop: Sequence[str]) -> tuple[int, str] | None:
+    """Where the earliest stop string begins in `answer`, and which one."""
+    hits = [(answer.find(s), s) for s in stop if s and s in answer]
+    return min(hits, key=lambda hit: (hit[0], -len(hit[1]))) if hits else None
+
+
 def generate_chat(
-    reasoning: str | None, answer: str, *, max_tokens: int, tokenizer: ReferenceTokenizer
+    reasoning: str | None, answer: str, *, max_tokens: int, tokenizer: ReferenceTokenizer,
+    stop: Sequence[str] = (), include_stop: bool = False,
 ) -> Generation:
-    """Generate `reasoning` and `answer` within `max_tokens` (EOS counted, like vLLM)."""
-    raw = answer if reasoning is None else f"{THINK_OPEN}\n{reasoning}\n{THINK_CLOSE}\n\n{answer}"
-    ids, finish = _budget(tokenizer.encode(raw) + [tokenizer.eos_token_id], max_tokens)
+    """Generate `reasoning` and `answer` within `max_tokens` (EOS counted, like vLLM).
+
+    A stop string in the answer ends generation once it is generated: its tokens count,
+    the text is cut before it (after it with `include_stop`, vLLM's include_stop_str_in_output).
+    """
+    prefix = "" if reasoning is None else f"{THINK_OPEN}\n{reasoning}\n{THINK_CLOSE}\n\n"
+    hit = _first_stop(answer, stop)
+    if hit is None:
+        ids = tokenizer.encode(prefix + answer) + [tokenizer.eos_token_id]
+    else:
+        at, matched = hit
+        ids = tokenizer.encode(prefix + answer[: at + len(matched)])
+    ids, finish = _budget(ids, max_tokens)
     text = tokenizer.decode(i for i in ids if i != tokenizer.eos_token_id)
+    if hit is not None and finish == "stop" and not include_stop:
+        text = text[: -len(hit[1])]
     if reasoning is None:
         return Generation(None, text, finish, len(ids))
     # The reasoning parser's view: everything between the markers is reasoning,

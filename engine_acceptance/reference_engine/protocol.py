@@ -11,6 +11,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import jsonschema
+
 from .chat_template import MEDIA_PLACEHOLDERS, ROLE_MARKERS
 from .config import ReferenceEngineConfig
 from .conventions import Convention
@@ -25,6 +27,8 @@ __all__ = [
     "MediaError",
     "PromptInput",
     "RequestError",
+    "ResponseFormat",
+    "Sampling",
     "TokenizeRequest",
     "output_budget",
     "parse_chat_request",
@@ -34,6 +38,8 @@ __all__ = [
 ]
 
 DEFAULT_COMPLETION_MAX_TOKENS = 16  # OpenAI's and vLLM's default for /v1/completions
+# Choices per request: enough for the suite's n>1 checks, bounded so one request stays small.
+MAX_N = 16
 # vLLM 0.32 (multimodal/registry.py, create_processor) raises this ValueError for the first
 # image or video part sent to a text-only model, before the media is fetched or decoded;
 # the server answers it as 400 BadRequestError with param null.
@@ -56,6 +62,8 @@ class RequestError(Exception):
         self.status = status
         self.err_type = err_type
         self.param = param
+        # error-body-plain: sent as text/plain instead of the engine's error object.
+        self.plain = False
 
 
 class MediaError(RequestError):
@@ -77,29 +85,6 @@ def _opt_bool(body: Mapping[str, Any], key: str, default: bool) -> bool:
     if not isinstance(value, bool):
         raise _type_error(key, "a boolean", value)
     return value
-
-
-def _opt_int(body: Mapping[str, Any], key: str, *, minimum: int) -> int | None:
-    value = body.get(key)
-    if value is None:
-        return None
-    # bool is an int subclass; `true` is not a token count.
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise _type_error(key, "an integer", value)
-    if value < minimum:
-        raise RequestError(f"'{key}' must be at least {minimum}, got {value}", param=key)
-    return value
-
-
-def _opt_number(body: Mapping[str, Any], key: str, *, minimum: float) -> float | None:
-    value = body.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        raise _type_error(key, "a number", value)
-    if value < minimum:
-        raise RequestError(f"'{key}' must be at least {minimum}, got {value}", param=key)
-    return float(value)
 
 
 def _opt_dict(body: Mapping[str, Any], key: str) -> dict[str, Any] | None:
@@ -144,15 +129,67 @@ def _stream_settings(body: Mapping[str, Any]) -> tuple[bool, bool]:
     return stream, include_usage
 
 
-def _sampling_checks(body: Mapping[str, Any]) -> float | None:
-    temperature = _opt_number(body, "temperature", minimum=0.0)
-    top_p = _opt_number(body, "top_p", minimum=0.0)
+def _number(body: Mapping[str, Any], key: str) -> float | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise _type_error(key, "a number", value)
+    return float(value)
+
+
+def _integer(body: Mapping[str, Any], key: str) -> int | None:
+    value = body.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise _type_error(key, "an integer", value)
+    return value
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """The sampling parameters the reference engine honours, validated as vLLM's SamplingParams does."""
+
+    temperature: float | None = None
+    n: int = 1
+    stop: tuple[str, ...] = ()
+
+
+def _sampling_checks(body: Mapping[str, Any]) -> Sampling:
+    # vLLM's SamplingParams._verify_args wording: "<name> must be ..., got <value>." (HTTP 400).
+    temperature = _number(body, "temperature")
+    if temperature is not None and not temperature >= 0.0:
+        raise RequestError(f"temperature must be non-negative, got {temperature}.", param="temperature")
+    top_p = _number(body, "top_p")
     if top_p is not None and not 0.0 < top_p <= 1.0:
         raise RequestError(f"top_p must be in (0, 1], got {top_p}.", param="top_p")
-    n = _opt_int(body, "n", minimum=1)
-    if n not in (None, 1):
-        raise RequestError("The reference engine supports only n=1.", param="n")
-    return temperature
+    n = _integer(body, "n")
+    if n is not None and n < 1:
+        raise RequestError(f"n must be at least 1, got {n}.", param="n")
+    if n is not None and n > MAX_N:
+        raise RequestError(f"n must be at most {MAX_N}, got {n}.", param="n")
+    return Sampling(temperature=temperature, n=n or 1, stop=_stop_strings(body))
+
+
+def _stop_strings(body: Mapping[str, Any]) -> tuple[str, ...]:
+    stop = body.get("stop")
+    if stop is None:
+        return ()
+    if isinstance(stop, str):
+        stop = [stop]
+    if not isinstance(stop, list) or not all(isinstance(item, str) for item in stop):
+        raise RequestError("'stop' must be a string or a list of strings", param="stop")
+    if any(not item for item in stop):
+        raise RequestError("stop cannot contain an empty string.", param="stop")
+    return tuple(stop)
+
+
+def _max_tokens(body: Mapping[str, Any], key: str) -> int | None:
+    value = _integer(body, key)
+    if value is not None and value < 1:
+        raise RequestError(f"{key} must be at least 1, got {value}.", param=key)
+    return value
 
 
 # --- chat ----------------------------------------------------------------------------
@@ -171,6 +208,8 @@ class ChatRequest:
     raw: dict[str, Any]
     # Every image and video of the conversation, decoded, in order.
     media: tuple[SeenMedia, ...] = ()
+    sampling: Sampling = Sampling()
+    response_format: ResponseFormat | None = None
 
 
 def _validate_content(content: Any, index: int, seen_media: list[SeenMedia] | None = None,
@@ -231,7 +270,66 @@ def _validate_messages(messages: Any, seen_media: list[SeenMedia] | None = None,
         tool_calls = message.get("tool_calls")
         if tool_calls is not None and not isinstance(tool_calls, list):
             raise RequestError(f"messages[{index}].tool_calls must be a list", param="messages")
+    _check_tool_results(messages)
     return messages
+
+
+def _check_tool_results(messages: list[dict[str, Any]]) -> None:
+    """Every ``role: tool`` message answers a call an earlier assistant message made (OpenAI's rule)."""
+    called: set[str] = set()
+    for index, message in enumerate(messages):
+        if message.get("role") == "assistant":
+            called |= {call.get("id") for call in message.get("tool_calls") or [] if isinstance(call, dict)}
+        elif message.get("role") == "tool":
+            call_id = message.get("tool_call_id")
+            if call_id not in called:
+                raise RequestError(
+                    f"messages[{index}]: a message with role 'tool' must answer a tool call of an earlier"
+                    f" assistant message, and its tool_call_id {call_id!r} matches none",
+                    param="messages",
+                )
+
+
+# --- structured outputs ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ResponseFormat:
+    """``response_format`` of a chat request: ``json_object``, or ``json_schema`` with its schema."""
+
+    kind: str
+    schema: dict[str, Any] | None = None
+
+
+def _response_format(body: Mapping[str, Any]) -> ResponseFormat | None:
+    spec = _opt_dict(body, "response_format")
+    if spec is None:
+        return None
+    kind = spec.get("type")
+    if kind == "text":
+        return None
+    if kind == "json_object":
+        return ResponseFormat("json_object")
+    if kind != "json_schema":
+        raise RequestError(
+            f"response_format.type must be one of text, json_object, json_schema, got {kind!r}",
+            param="response_format",
+        )
+    wrapper = spec.get("json_schema")
+    if not isinstance(wrapper, dict) or not isinstance(wrapper.get("schema"), dict):
+        # vLLM answers this 400 (issue 35438 reported a 500 before): the schema sits under json_schema.schema.
+        raise RequestError(
+            "When response_format type is 'json_schema', 'json_schema' must be provided with a 'schema' object",
+            param="response_format",
+        )
+    schema = wrapper["schema"]
+    try:
+        jsonschema.validators.validator_for(schema).check_schema(schema)
+    except jsonschema.SchemaError as exc:
+        # The structured-output backend cannot compile it: the client's error (vLLM issue 57725 is the 500).
+        raise RequestError(
+            f"Invalid JSON schema in response_format: {exc.message}", param="response_format"
+        ) from None
+    return ResponseFormat("json_schema", schema)
 
 
 def _text_only_model(config: ReferenceEngineConfig) -> str | None:
@@ -245,20 +343,23 @@ def parse_chat_request(
     seen_media: list[SeenMedia] = []
     messages = _validate_messages(body.get("messages"), seen_media, _text_only_model(config))
     stream, include_usage = _stream_settings(body)
-    max_tokens = _opt_int(body, "max_tokens", minimum=1)
+    max_tokens = _max_tokens(body, "max_tokens")
     # vLLM: max_completion_tokens wins when both are given.
-    max_completion = _opt_int(body, "max_completion_tokens", minimum=1)
+    max_completion = _max_tokens(body, "max_completion_tokens")
+    sampling = _sampling_checks(body)
     return ChatRequest(
         messages=messages,
         model=model,
         stream=stream,
         include_usage=include_usage,
         max_tokens=max_completion if max_completion is not None else max_tokens,
-        temperature=_sampling_checks(body),
+        temperature=sampling.temperature,
         chat_template_kwargs=_opt_dict(body, "chat_template_kwargs") or {},
         reasoning_effort=_opt_str(body, "reasoning_effort"),
         raw=dict(body),
         media=tuple(seen_media),
+        sampling=sampling,
+        response_format=_response_format(body),
     )
 
 
@@ -331,7 +432,10 @@ def parse_completion_request(
     if body.get("prompt") is None:
         raise RequestError("Field required: 'prompt'", param="prompt")
     stream, include_usage = _stream_settings(body)
-    max_tokens = _opt_int(body, "max_tokens", minimum=1)
+    max_tokens = _max_tokens(body, "max_tokens")
+    sampling = _sampling_checks(body)
+    if sampling.n != 1:
+        raise RequestError("The reference engine's completions take n=1 only.", param="n")
     return CompletionRequest(
         prompts=_parse_prompts(body["prompt"], tokenizer),
         model=model,
@@ -339,7 +443,7 @@ def parse_completion_request(
         include_usage=include_usage,
         max_tokens=DEFAULT_COMPLETION_MAX_TOKENS if max_tokens is None else max_tokens,
         ignore_eos=_opt_bool(body, "ignore_eos", False),
-        temperature=_sampling_checks(body),
+        temperature=sampling.temperature,
         raw=dict(body),
     )
 

@@ -46,6 +46,7 @@ from .tools import (
     tool_call_delta,
     tool_call_pieces,
 )
+from .structured import structured_answer
 from .stream import BatchLoad, ClientGone, EventStream, Pacer, dump_json
 from .tokenizer import ReferenceTokenizer, get_tokenizer
 from .vision import has_media_parts
@@ -90,6 +91,8 @@ class ReferenceEngine:
     # --- plumbing -------------------------------------------------------------
 
     def error_response(self, error: RequestError) -> web.Response:
+        if error.plain:
+            return web.Response(text=error.message, status=error.status, content_type="text/plain")
         body = self.convention.error_body(
             error.message, err_type=error.err_type, status=error.status, param=error.param
         )
@@ -183,13 +186,20 @@ class ReferenceEngine:
 
     # --- chat ----------------------------------------------------------------------
 
-    def _prepare_chat(self, body: dict[str, Any]) -> tuple[ChatRequest, int, Generation]:
+    def _prepare_chat(self, body: dict[str, Any]) -> tuple[ChatRequest, int, list[Generation]]:
         try:
-            req = parse_chat_request(body, config=self.config, convention=self.convention)
+            return self._prepare_chat_checked(body)
         except MediaError as error:
             raise self.hooks.media_error(error) from None
+        except RequestError as error:
+            if self.hooks.accepts_bad_request(error):
+                return self._prepare_chat_checked(self.hooks.repaired_body(body, self.config.model))
+            raise self.hooks.request_error(error) from None
+
+    def _prepare_chat_checked(self, body: dict[str, Any]) -> tuple[ChatRequest, int, list[Generation]]:
+        req = parse_chat_request(body, config=self.config, convention=self.convention)
         prompt_tokens = self.tokenizer.count(render_messages(req.messages))
-        budget = output_budget(prompt_tokens, req.max_tokens, self.config.max_model_len)
+        budget = output_budget(prompt_tokens, self.hooks.max_tokens(req.max_tokens), self.config.max_model_len)
         thinking = self.hooks.thinking(
             decide_thinking(req.chat_template_kwargs, req.reasoning_effort, self.convention)
         )
@@ -200,6 +210,7 @@ class ReferenceEngine:
         if not self.config.tool_parser:
             refuse_without_tool_parser(requested_tools)
         tools = self.hooks.tool_request(requested_tools)
+        choices = self.hooks.choices(req.sampling.n)
         tool_answer = plan_tool_answer(
             req.messages, thinking, tools, call_id_prefix=self.convention.tool_call_id_prefix
         )
@@ -207,47 +218,65 @@ class ReferenceEngine:
             generation = generate_tool_calls(
                 tool_answer.reasoning, tool_answer.calls, max_tokens=budget, tokenizer=self.tokenizer
             )
-            return req, prompt_tokens, self.hooks.chat_generation(generation)
+            return req, prompt_tokens, [self.hooks.chat_generation(generation)] * choices
         answer = self.hooks.chat_answer(
             respond(self.hooks.prompt_messages(req.messages), thinking, self.hooks.seen_media(req.media))
         )
+        structured = req.response_format is not None and self.hooks.applies_response_format()
+        if structured:
+            assert req.response_format is not None
+            answer = dataclasses.replace(answer, text=structured_answer(req.response_format, answer.text))
         generation = generate_chat(
-            answer.reasoning, answer.text, max_tokens=budget, tokenizer=self.tokenizer
+            answer.reasoning, answer.text, max_tokens=budget, tokenizer=self.tokenizer,
+            stop=req.sampling.stop, include_stop=self.hooks.include_stop(),
         )
-        return req, prompt_tokens, self.hooks.chat_generation(generation)
+        if structured:
+            generation = self.hooks.structured_generation(generation)
+        # The reference model is deterministic: every choice says the same, each generated (and counted) anew.
+        return req, prompt_tokens, [self.hooks.chat_generation(generation)] * choices
 
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
         body, big = await self.read_json(request)
         # Decoding images and video takes milliseconds to tens of them: off the event loop.
-        req, prompt_tokens, generation = await self.run(big or has_media_parts(body), self._prepare_chat, body)
-        usage = self.usage(prompt_tokens, generation.completion_tokens)
+        req, prompt_tokens, generations = await self.run(big or has_media_parts(body), self._prepare_chat, body)
+        usage = self.usage(prompt_tokens, sum(g.completion_tokens for g in generations))
         request_id, created = wire.new_request_id("chatcmpl"), int(time.time())
         pacer = Pacer(self.config.latency, prompt_tokens, self.load, request.get(ARRIVED_AT))
         if req.stream:
-            return await self._stream_chat(request, req, generation, usage, pacer, request_id, created)
-        await pacer.reach(generation.completion_tokens)
+            return await self._stream_chat(request, req, generations, usage, pacer, request_id, created)
+        # The choices are generated together, one engine step per token.
+        await pacer.reach(max(g.completion_tokens for g in generations))
         return _json_response(
             wire.chat_completion_body(
                 convention=self.convention,
                 request_id=request_id,
                 created=created,
                 model=req.model,
-                generation=generation,
+                generations=generations,
                 usage=usage,
             )
         )
+
+    def _chat_pieces(self, generation: Generation) -> list[Piece]:
+        size = self.config.stream_chunk_tokens
+        pieces: list[Piece] = []
+        if generation.reasoning:
+            pieces += split_pieces(generation.reasoning, kind="reasoning", tokens_per_piece=size)
+        pieces += split_pieces(generation.content, kind="content", tokens_per_piece=size)
+        pieces += tool_call_pieces(generation.tool_calls, tokens_per_piece=size)
+        return self.hooks.chat_stream_pieces(pieces)
 
     async def _stream_chat(
         self,
         request: web.Request,
         req: ChatRequest,
-        generation: Generation,
+        generations: list[Generation],
         usage: dict[str, Any],
         pacer: Pacer,
         request_id: str,
         created: int,
     ) -> web.StreamResponse:
-        def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        def chunk(index: int, delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
             return wire.chat_chunk(
                 convention=self.convention,
                 request_id=request_id,
@@ -255,33 +284,36 @@ class ReferenceEngine:
                 model=req.model,
                 delta=delta,
                 finish_reason=finish_reason,
+                index=index,
             )
 
-        size = self.config.stream_chunk_tokens
-        pieces: list[Piece] = []
-        if generation.reasoning:
-            pieces += split_pieces(generation.reasoning, kind="reasoning", tokens_per_piece=size)
-        pieces += split_pieces(generation.content, kind="content", tokens_per_piece=size)
-        pieces += tool_call_pieces(generation.tool_calls, tokens_per_piece=size)
-        pieces = self.hooks.chat_stream_pieces(pieces)
-
+        per_choice = [self._chat_pieces(generation) for generation in generations]
         stream = await EventStream.open(request, close_connection=not self.hooks.sends_done(),
                                         stamp=self.config.stamp_events, fault=self.faults.stream_writer(request))
         try:
-            await stream.send(chunk(wire.chat_delta(self.convention, role="assistant", content="")))
-            produced = 0
-            for piece in pieces:
-                produced += piece.tokens
-                await pacer.reach(produced)
-                if piece.kind == "reasoning":
-                    delta = wire.chat_delta(self.convention, reasoning=piece.text)
-                elif piece.kind == "tool_call":
-                    delta = tool_call_delta(self.convention, piece)
-                else:
-                    delta = wire.chat_delta(self.convention, content=piece.text)
-                await stream.send(chunk(delta))
-            await pacer.reach(max(produced, generation.completion_tokens))
-            await stream.send(chunk(wire.chat_delta(self.convention), generation.finish_reason))
+            for index in range(len(generations)):
+                await stream.send(chunk(index, wire.chat_delta(self.convention, role="assistant", content="")))
+            produced = [0] * len(generations)
+            # Round-robin over the choices: each advances one piece per engine step.
+            for step in range(max((len(pieces) for pieces in per_choice), default=0)):
+                for index, pieces in enumerate(per_choice):
+                    if step < len(pieces):
+                        produced[index] += pieces[step].tokens
+                await pacer.reach(max(produced))
+                for index, pieces in enumerate(per_choice):
+                    if step >= len(pieces):
+                        continue
+                    piece = pieces[step]
+                    if piece.kind == "reasoning":
+                        delta = wire.chat_delta(self.convention, reasoning=piece.text)
+                    elif piece.kind == "tool_call":
+                        delta = tool_call_delta(self.convention, piece)
+                    else:
+                        delta = wire.chat_delta(self.convention, content=piece.text)
+                    await stream.send(chunk(index, delta))
+            await pacer.reach(max(max(produced), max(g.completion_tokens for g in generations)))
+            for index, generation in enumerate(generations):
+                await stream.send(chunk(index, wire.chat_delta(self.convention), generation.finish_reason))
             if req.include_usage:
                 await stream.send(
                     wire.usage_chunk(

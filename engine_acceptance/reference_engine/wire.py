@@ -9,6 +9,7 @@ from the `Convention`, never from a check of the engine's name.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
 from .conventions import Convention
@@ -45,26 +46,30 @@ def _empty_tool_calls(convention: Convention) -> list[Any] | None:
     return None if convention.empty_tool_calls is None else list(convention.empty_tool_calls)
 
 
-def chat_completion_body(
-    *,
-    convention: Convention,
-    request_id: str,
-    created: int,
-    model: str,
-    generation: Generation,
-    usage: dict[str, Any],
-) -> dict[str, Any]:
+def _chat_message(convention: Convention, generation: Generation) -> dict[str, Any]:
     calls = [
         {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
         for call in generation.tool_calls
     ]
-    message: dict[str, Any] = {
+    return {
         "role": "assistant",
         # Both engines send null content next to tool calls when the model wrote no text.
         "content": None if calls and not generation.content else generation.content,
         convention.reasoning_field: generation.reasoning,
         "tool_calls": calls or _empty_tool_calls(convention),
     }
+
+
+def chat_completion_body(
+    *,
+    convention: Convention,
+    request_id: str,
+    created: int,
+    model: str,
+    generations: Sequence[Generation],
+    usage: dict[str, Any],
+) -> dict[str, Any]:
+    """A chat completion with one choice per generation (``n``), indexed in order."""
     return {
         "id": request_id,
         "object": "chat.completion",
@@ -72,12 +77,13 @@ def chat_completion_body(
         "model": model,
         "choices": [
             {
-                "index": 0,
-                "message": message,
+                "index": index,
+                "message": _chat_message(convention, generation),
                 "logprobs": None,
                 "finish_reason": generation.finish_reason,
                 "stop_reason": None,
             }
+            for index, generation in enumerate(generations)
         ],
         "usage": usage,
     }
@@ -110,6 +116,7 @@ def chat_chunk(
     model: str,
     delta: dict[str, Any],
     finish_reason: str | None = None,
+    index: int = 0,
 ) -> dict[str, Any]:
     chunk: dict[str, Any] = {
         "id": request_id,
@@ -117,7 +124,7 @@ def chat_chunk(
         "created": created,
         "model": model,
         "choices": [
-            {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+            {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
         ],
     }
     if convention.chunk_usage_null:
