@@ -65,6 +65,16 @@ class EngineProfile:
     def supports_ignore_eos(self) -> bool:
         return bool(self.features.get("ignore_eos"))
 
+    @property
+    def rejects_unknown_model(self) -> bool:
+        """Whether a request for a model the engine does not serve is refused (SGLang serves it anyway)."""
+        return self.features.get("rejects_unknown_model", True) is not False
+
+    @property
+    def error_shape(self) -> str:
+        """How a refusal's body is shaped: ``nested`` (OpenAI's, the default) or ``flat`` (SGLang's)."""
+        return self.features.get("error_shape") or "nested"
+
 
 @dataclass(frozen=True)
 class ModelProfile:

@@ -24,7 +24,7 @@ __all__ = ["CAPABILITIES", "COVERS_PROPERTY", "CheckOutcome", "GateCollector"]
 # Markers that name a capability, in the order of the test plan.
 CAPABILITIES = (
     "text", "streaming", "thinking", "tools", "code_exec", "image", "video", "corrupt_media",
-    "throughput", "recall", "recall_1m", "auth", "soak",
+    "structured_outputs", "error_codes", "sampling", "throughput", "recall", "recall_1m", "auth", "soak",
 )
 # The user property (set at collection) naming the capabilities a check tests; any other
 # user property a check records is a figure for gate.json.
@@ -146,10 +146,10 @@ class GateCollector:
         return target
 
     def table_lines(self) -> list[str]:
-        header = f"{'capability':<14}{'passed':>8}{'failed':>8}{'known':>8}{'stale':>8}{'skipped':>9}"
+        header = f"{'capability':<20}{'passed':>8}{'failed':>8}{'known':>8}{'stale':>8}{'skipped':>9}"
         lines = [header, "-" * len(header)]
         for capability, row in self.counts_by_capability().items():
-            lines.append(f"{capability:<14}{row['passed']:>8}{row['failed']:>8}{row['known_defect']:>8}"
+            lines.append(f"{capability:<20}{row['passed']:>8}{row['failed']:>8}{row['known_defect']:>8}"
                          f"{row['stale_record']:>8}{row['skipped']:>9}")
         reasons = sorted({item.reason for item in self._by("skipped") if item.reason})
         for reason in reasons[:8]:
@@ -169,10 +169,10 @@ class GateCollector:
         rows = self.capability_rows()
         if not rows:
             return []
-        header = f"{'capability':<18}{'declared':<10}{'discovered':<12}{'required':<10}{'ran':>5}{'skipped':>9}  result"
+        header = f"{'capability':<20}{'declared':<10}{'discovered':<12}{'required':<10}{'ran':>5}{'skipped':>9}  result"
         lines = ["", header, "-" * len(header)]
         for row in rows:
-            lines.append(f"{row.name:<18}{'yes' if row.declared else 'no':<10}{row.discovered.replace('_', ' '):<12}"
+            lines.append(f"{row.name:<20}{'yes' if row.declared else 'no':<10}{row.discovered.replace('_', ' '):<12}"
                          f"{'yes' if row.required else '-':<10}{row.ran:>5}{row.skipped:>9}  {_cell(row.result)}")
         return lines + [f"  {fact}" for fact in self.engine_facts]
 

@@ -103,6 +103,10 @@ DEFECTS: dict[str, str] = {
         "invalid request values are answered 200 as if valid: the values are dropped, the messages repaired,"
         " an over-long prompt truncated"
     ),
+    "bad-params-crash": (
+        "the engine process dies on an invalid request value: that request gets no answer and nothing is"
+        " served afterwards"
+    ),
     "error-body-plain": (
         "refusals of invalid request values keep their 4xx status but the body is plain text, not an error object"
     ),
@@ -302,6 +306,11 @@ class DefectHooks:
             return RequestError("", status=500, err_type="InternalServerError")
         if error.param not in CONTRACT_PARAMS:
             return error
+        if "bad-params-crash" in self.active:
+            sys.stderr.write(f"bad-params-crash: reference engine exits ({MEDIA_CRASH_EXIT_CODE}) on an invalid"
+                             f" value: {error.message}\n")
+            sys.stderr.flush()
+            os._exit(MEDIA_CRASH_EXIT_CODE)
         if "bad-params-500" in self.active:
             return RequestError(f"Internal server error: ValueError: {error.message}", status=500,
                                 err_type="InternalServerError")

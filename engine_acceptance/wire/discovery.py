@@ -59,7 +59,9 @@ __all__ = [
     "Probe",
     "SwitchTrial",
     "ThinkingSwitch",
+    "STRUCTURED_PROBE_SCHEMA",
     "classify_exchange",
+    "classify_structured",
     "classify_tokenize",
     "discover",
     "judge_reasoning",
@@ -67,7 +69,7 @@ __all__ = [
 
 CAPABILITY_STATES = ("served", "not_served", "broken", "not_probed")
 # The model profiles' vocabulary, in the order of the capability table.
-CAPABILITIES = ("tools", "image", "video", "reasoning", "thinking_modes", "tokenize")
+CAPABILITIES = ("tools", "image", "video", "reasoning", "thinking_modes", "tokenize", "structured_outputs")
 # Enough for a reasoning model to start reasoning and for any model to answer a word;
 # small enough that the whole discovery costs a few dozen tokens per probe.
 PROBE_MAX_TOKENS = 32
@@ -114,6 +116,10 @@ _VIDEO_PROMPT = "Which background colours does this video show, in order? Answer
 # A question a reasoning model reasons about, and any model answers in a few tokens.
 _REASONING_PROMPT = "What is 17 + 25? Answer with the number only."
 _TOKENIZE_TEXT = "hello"
+_STRUCTURED_PROMPT = "Is the sky blue? Answer as JSON."
+# The smallest schema that tells a constrained reply from free text: `{"ok": true}` is a few tokens.
+STRUCTURED_PROBE_SCHEMA: dict[str, Any] = {"type": "object", "properties": {"ok": {"type": "boolean"}},
+                                           "required": ["ok"], "additionalProperties": False}
 
 
 @dataclass(frozen=True)
@@ -335,6 +341,48 @@ async def _probe_tokenize(raw: RawStreamingClient, model: str, endpoint: str) ->
     return Probe("tokenize", state, evidence, {"endpoint": endpoint} if state != "not_served" else {})
 
 
+def classify_structured(exchange: Exchange) -> tuple[str, str]:
+    """(state, evidence) of the structured-outputs probe.
+
+    Served: a 2xx whose content is the JSON the schema asks for, or JSON cut at the probe's
+    few tokens (a small model may pad a constrained reply with whitespace). A 4xx refuses
+    ``response_format`` (not served); free text under a 2xx means the constraint was
+    ignored: broken, so the checks run and say so.
+    """
+    outcome = _refusal_or_fault(exchange)
+    if outcome is not None:
+        return outcome
+    reply = exchange.reply
+    if reply is None:
+        return "broken", _cap(f"HTTP {exchange.status} without a usable reply: {_body_text(exchange)}")
+    content = reply.content.strip()
+    if not content and reply.reasoning.strip():
+        # A reasoning model spends the probe's tokens reasoning; the grammar applies after it.
+        # Served or broken, the checks run either way: they judge the constraint.
+        return "served", _cap(f"HTTP {exchange.status}: accepted; reasoning only within {PROBE_MAX_TOKENS} tokens, "
+                              "the JSON is judged by the checks")
+    try:
+        parsed = json.loads(content)
+    except ValueError:
+        if reply.finish_reason == "length" and content.startswith("{"):
+            return "served", _cap(f"HTTP {exchange.status}: JSON begun, cut at {PROBE_MAX_TOKENS} tokens: {content!r}")
+        return "broken", _cap(f"HTTP {exchange.status}: response_format json_schema accepted, but the content is "
+                              f"not JSON (the constraint was ignored?): {content!r}")
+    if not isinstance(parsed, dict) or not isinstance(parsed.get("ok"), bool):
+        return "broken", _cap(f"HTTP {exchange.status}: the content is JSON that does not fit the schema "
+                              f"{json.dumps(STRUCTURED_PROBE_SCHEMA)}: {content!r}")
+    return "served", _cap(f"HTTP {exchange.status}: content {content!r}")
+
+
+async def _probe_structured(chat: SdkChatClient, max_tokens: int) -> Probe:
+    body = _chat_body([{"role": "user", "content": _STRUCTURED_PROMPT}], max_tokens,
+                      response_format={"type": "json_schema",
+                                       "json_schema": {"name": "probe", "schema": STRUCTURED_PROBE_SCHEMA,
+                                                       "strict": True}})
+    state, evidence = classify_structured(await chat.chat(body, stream=False))
+    return Probe("structured_outputs", state, evidence)
+
+
 def _fields_text(fields: Mapping[str, Any], prefix: str = "") -> str:
     """``chat_template_kwargs.enable_thinking=false`` for a switch's request fields."""
     parts = []
@@ -472,6 +520,7 @@ async def discover(target: EngineTarget, engine_profile: EngineProfile, *, adver
                          _IMAGE_PROMPT, max_tokens),
             _probe_reasoning(chat, max_tokens),
             _probe_tokenize(raw, target.model, tokenize_endpoint),
+            _probe_structured(chat, max_tokens),
         ]
         if video_type:
             probes.append(_probe_media(chat, "video", video_type, _smallest_media(media_dir, "video", containers),

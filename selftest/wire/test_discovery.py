@@ -28,6 +28,7 @@ from engine_acceptance.wire.discovery import (
     Probe,
     SwitchTrial,
     classify_exchange,
+    classify_structured,
     classify_tokenize,
     discover,
     judge_reasoning,
@@ -152,6 +153,12 @@ def test_error_body_under_200_is_broken(engines: Engines) -> None:
     assert probe.state == "broken" and "error body instead of a reply" in probe.evidence, probe
 
 
+def test_a_response_format_answered_with_free_text_is_broken_structured_outputs(engines: Engines) -> None:
+    # A model that does not reason answers within the probe's tokens, so the free text shows.
+    probe = run_discovery(engines, defects=["ignore-response-format"], reasoning=False).probes["structured_outputs"]
+    assert probe.state == "broken" and "the content is not JSON" in probe.evidence, probe
+
+
 def test_a_switch_that_does_not_turn_thinking_off_leaves_thinking_modes_not_served(engines: Engines) -> None:
     discovery = run_discovery(engines, defects=["ignore-thinking-off"])
     assert discovery.state("reasoning") == "served"
@@ -261,6 +268,39 @@ def test_evidence_is_capped_for_a_table_cell() -> None:
 )
 def test_classify_tokenize(made: Exchange, state: str, evidence: str) -> None:
     assert classify_tokenize(made, "/tokenize") == (state, evidence)
+
+
+def _cut(content: str) -> dict[str, Any]:
+    body = chat_body(content)
+    body["choices"][0]["finish_reason"] = "length"
+    return body
+
+
+@pytest.mark.parametrize(
+    ("made", "state", "evidence"),
+    [
+        pytest.param(exchange(200, chat_body('{"ok": true}')), "served", "HTTP 200: content '{\"ok\": true}'",
+                     id="fits"),
+        pytest.param(exchange(200, _cut('{"ok":   ')), "served",
+                     "HTTP 200: JSON begun, cut at 32 tokens: '{\"ok\":'", id="cut-json"),
+        pytest.param(exchange(200, chat_body("Yes, it is.")), "broken",
+                     "HTTP 200: response_format json_schema accepted, but the content is not JSON (the constraint "
+                     "was ignored?): 'Yes, it is.'", id="free-text"),
+        pytest.param(exchange(200, chat_body('{"answer": 1}')), "broken",
+                     'HTTP 200: the content is JSON that does not fit the schema {"type": "object", "properties": '
+                     '{"ok": {"type": "boolean"}}, "required": ["ok"], "additionalProperties": false}: '
+                     '\'{"answer": 1}\'', id="wrong-json"),
+        pytest.param(exchange(200, chat_body("", reasoning="Let me think")), "served",
+                     "HTTP 200: accepted; reasoning only within 32 tokens, the JSON is judged by the checks",
+                     id="reasoning-only"),
+        pytest.param(exchange(400, {"error": {"message": "response_format is not supported"}}), "not_served",
+                     "HTTP 400: response_format is not supported", id="400"),
+        pytest.param(exchange(500, {"error": {"message": ""}}), "broken", 'HTTP 500: {"error": {"message": ""}}',
+                     id="500"),
+    ],
+)
+def test_classify_structured(made: Exchange, state: str, evidence: str) -> None:
+    assert classify_structured(made) == (state, evidence)
 
 
 def _trials(answer: Any) -> list[SwitchTrial]:

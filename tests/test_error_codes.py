@@ -1,0 +1,145 @@
+"""Error codes (issue 15): an invalid request gets a 4xx with an error body naming the problem.
+
+Clients tell their own mistakes from the engine's by the status: a 4xx is not retried and
+is shown to the developer, a 5xx is retried and pages someone. So each invalid value
+(temperature below 0, ``n: 0``, ``max_tokens`` below 1, a model the engine does not serve,
+a message without a role, a tool result with no call before it, a prompt longer than the
+context the engine advertises) must get a 4xx, never a 5xx (filed as "Engine error (5xx)")
+nor a 200 that quietly repairs the request; its body must be the error object the engine
+profile names (``features.error_shape``: OpenAI's nested ``{"error": {...}}`` or SGLang's
+flat one), with a message that names the problem; and the engine keeps serving afterwards.
+These hold for every chat deployment: no capability beyond text is needed.
+
+The status is decided before any token is generated, so each case is sent streamed and
+not (an engine must refuse ``stream: true`` the same way), except the over-long prompt, sent
+once: against a million-token context it is millions of bytes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from engine_acceptance.media.messages import error_message, refusal_problem
+from engine_acceptance.profiles.profile import EngineProfile
+from engine_acceptance.pytest_plugin.allure_report import attach_json
+from engine_acceptance.resources import load_prompts
+from engine_acceptance.session import AcceptanceSession
+from engine_acceptance.wire.client import Exchange
+from engine_acceptance.wire.contract import error_body_of, error_shape_problem
+
+# Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
+pytestmark = [pytest.mark.asyncio, pytest.mark.error_codes]
+
+PROMPTS: dict[str, Any] = load_prompts("contract")["errors"]
+_USER = {"role": "user", "content": PROMPTS["recovery_prompt"]}
+# Words for the context case's prompt: distinct short words, each at least one token in any tokenizer.
+_FILLER_WORDS = ("alpha", "bravo", "charlie", "delta")
+# Prompt tokens beyond the advertised context, so template tokens and word merges cannot bring it under.
+_CONTEXT_MARGIN = 256
+
+
+@dataclass(frozen=True)
+class Case:
+    """One invalid request: what is wrong, the fields that make it so, and how its message may name it."""
+
+    what: str
+    fields: dict[str, Any] = field(default_factory=dict)
+    # A message naming the problem matches this (case-insensitive).
+    names: str = ""
+
+
+CASES: dict[str, Case] = {
+    "temperature-below-zero": Case("temperature -1", {"temperature": -1}, r"temperature"),
+    "n-zero": Case("n 0", {"n": 0}, r"(?<![A-Za-z_])n(?![A-Za-z_])"),
+    "max-tokens-zero": Case("max_tokens 0", {"max_tokens": 0}, r"max_tokens|max_completion_tokens|max tokens"),
+    "unknown-model": Case("a model the engine does not serve", {"model": "no-such-model-engine-acceptance"},
+                          r"model"),
+    "message-without-role": Case("a message without a role", {"messages": [{"content": "hello"}]}, r"role"),
+    "tool-result-without-call": Case(
+        "a tool result that answers no tool call",
+        {"messages": [_USER, {"role": "tool", "tool_call_id": "call_engine_acceptance_missing", "content": "{}"}]},
+        r"tool"),
+    "prompt-over-context": Case("a prompt longer than the advertised context", {},
+                                r"context|length|too long|too many|tokens"),
+}
+
+
+# Each case streamed and not; the over-long prompt (millions of bytes against a large context) only
+# once, non-streamed: its status is decided before any stream could start.
+SENT = [pytest.param(case_id, stream, id=f"{'streamed' if stream else 'non-streamed'}-{case_id}")
+        for stream in (False, True) for case_id in CASES if not (stream and case_id == "prompt-over-context")]
+
+
+def _body(case_id: str, acceptance: AcceptanceSession, engine_profile: EngineProfile) -> dict[str, Any]:
+    """The invalid request of `case_id`; skips, with the reason, a case this deployment cannot be asked."""
+    case = CASES[case_id]
+    body: dict[str, Any] = {"messages": [_USER], "temperature": 0, "max_tokens": 16, **case.fields}
+    if case_id == "unknown-model" and not engine_profile.rejects_unknown_model:
+        pytest.skip(f"engine profile {engine_profile.name!r} ({engine_profile.source}) says the engine serves its "
+                    "model under any name (features.rejects_unknown_model: false)")
+    if case_id == "prompt-over-context":
+        advertised = acceptance.engine.max_model_len
+        if not advertised:
+            pytest.skip("the engine advertises no max_model_len in /v1/models: no context to exceed")
+        words = advertised + _CONTEXT_MARGIN
+        filler = " ".join(_FILLER_WORDS[i % len(_FILLER_WORDS)] for i in range(words))
+        body["messages"] = [{"role": "user", "content": filler}]
+        body["max_tokens"] = 1
+    return body
+
+
+def _outcome(exchange: Exchange) -> str:
+    return f"HTTP {exchange.status}" if exchange.status is not None else f"no answer: {exchange.describe_failure()}"
+
+
+@pytest.mark.parametrize(("case_id", "streamed"), SENT)
+async def test_invalid_request_is_refused_with_4xx(chat, acceptance, engine_profile, case_id: str,
+                                                   streamed: bool) -> None:
+    exchange = await chat(_body(case_id, acceptance, engine_profile), stream=streamed, label=case_id)
+    status = exchange.status
+    if status is not None and 400 <= status < 500:
+        return
+    # refusal_problem words a 5xx "server error on client data: HTTP 5xx", filed as "Engine error (5xx)".
+    assert False, f"{CASES[case_id].what}: {refusal_problem(exchange)}"
+
+
+@pytest.mark.parametrize(("case_id", "streamed"), SENT)
+async def test_refusal_has_an_error_body_that_names_the_problem(chat, acceptance, engine_profile, case_id: str,
+                                                                streamed: bool) -> None:
+    case = CASES[case_id]
+    exchange = await chat(_body(case_id, acceptance, engine_profile), stream=streamed, label=case_id)
+    if exchange.ok:
+        pytest.fail(f"{case.what}: the engine accepted it ({_outcome(exchange)}), so there is no error body to read")
+    assert exchange.status is not None, f"{case.what}: no answer: {exchange.describe_failure()}"
+    body = error_body_of(exchange)
+    shape = error_shape_problem(body, engine_profile.error_shape)
+    assert shape is None, (f"{case.what} got {_outcome(exchange)}, and {shape} (engine profile "
+                           f"{engine_profile.name!r}, features.error_shape: {engine_profile.error_shape})")
+    message = error_message(body) or ""
+    assert re.search(case.names, message, re.IGNORECASE), (
+        f"{case.what} got {_outcome(exchange)} with the message {message!r}, which does not name the problem "
+        f"(expected a match for /{case.names}/)")
+
+
+async def test_engine_keeps_serving_after_invalid_requests(chat, acceptance, engine_profile) -> None:
+    before = await chat({"messages": [_USER], "temperature": 0, "max_tokens": 16}, stream=False,
+                        label="normal request before the invalid ones")
+    assert before.ok, ("the engine did not answer a normal request before this check sent anything invalid "
+                       f"({before.describe_failure()}); an earlier request may already have stopped it")
+    sent: list[str] = []
+    for case_id in CASES:
+        try:
+            body = _body(case_id, acceptance, engine_profile)
+        except pytest.skip.Exception:
+            continue  # a case this deployment cannot be asked; its own check says why
+        invalid = await chat(body, stream=False, label=case_id)
+        sent.append(f"{case_id}: {_outcome(invalid)}")
+        after = await chat({"messages": [_USER], "temperature": 0, "max_tokens": 16}, stream=False,
+                           label=f"normal request after {case_id}")
+        assert after.ok, (f"the engine stopped serving: after {CASES[case_id].what} ({_outcome(invalid)}) "
+                          f"a normal request failed: {after.describe_failure()}")
+    attach_json("invalid requests sent, each followed by a normal request", sent, acceptance.redactor)
