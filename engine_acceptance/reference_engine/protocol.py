@@ -40,6 +40,8 @@ __all__ = [
 DEFAULT_COMPLETION_MAX_TOKENS = 16  # OpenAI's and vLLM's default for /v1/completions
 # Choices per request: enough for the suite's n>1 checks, bounded so one request stays small.
 MAX_N = 16
+# Below this temperature vLLM samples greedily (its _SAMPLING_EPS).
+GREEDY_EPS = 1e-5
 # vLLM 0.32 (multimodal/registry.py, create_processor) raises this ValueError for the first
 # image or video part sent to a text-only model, before the media is fetched or decoded;
 # the server answers it as 400 BadRequestError with param null.
@@ -169,6 +171,9 @@ def _sampling_checks(body: Mapping[str, Any]) -> Sampling:
         raise RequestError(f"n must be at least 1, got {n}.", param="n")
     if n is not None and n > MAX_N:
         raise RequestError(f"n must be at most {MAX_N}, got {n}.", param="n")
+    if n is not None and n > 1 and temperature is not None and temperature < GREEDY_EPS:
+        # vLLM's SamplingParams._verify_greedy_sampling: n identical greedy choices are refused.
+        raise RequestError(f"n must be 1 when using greedy sampling, got {n}.", param="n")
     return Sampling(temperature=temperature, n=n or 1, stop=_stop_strings(body))
 
 

@@ -325,6 +325,14 @@ def test_exported_tokenizer_json_counts_like_the_server() -> None:
     assert local.encode(text, add_special_tokens=False).ids == get_tokenizer().encode(text)
 
 
+@pytest.mark.parametrize("text", [
+    "", "hello", "<|user|>\n计算 19×37\n<|assistant|>\n<think>a</think>b", "<think><think></think>", "<|endoftext|>" * 3,
+    "<|image|><|video|> emoji 🙂 and <|tool|> <|system|>", "<|user", "</think>>", "<<|user|>|>",
+], ids=["empty", "ascii", "chat", "markers", "eos", "mixed", "partial", "close-marker", "nested-brackets"])
+def test_count_without_encoding_equals_the_encoded_length(text: str) -> None:
+    assert get_tokenizer().count(text) == len(get_tokenizer().encode(text))
+
+
 # --- validation and errors -----------------------------------------------------------------------
 
 def test_errors_use_each_conventions_body(vllm: str, sglang: str) -> None:

@@ -1,0 +1,92 @@
+"""End to end: the API-contract checks (issue 15) run by pytest against the reference engine.
+
+A clean engine passes them all, on both conventions (SGLang's flat error bodies, its model
+name not checked); each injected defect fails exactly the checks that exist for it; an engine
+that dies on an invalid value fails the keeps-serving check and the run still ends.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from suite_runner import failed, run_suite
+
+from engine_acceptance.failure_categories import failure_category
+
+pytestmark = pytest.mark.e2e
+
+SELECTION = "structured_outputs or error_codes or sampling"
+ERROR_CASES = ("temperature-below-zero", "n-zero", "max-tokens-zero", "unknown-model", "message-without-role",
+               "tool-result-without-call", "prompt-over-context")
+
+
+def _both(test: str) -> set[str]:
+    return {f"{test}[non-streamed]", f"{test}[streamed]"}
+
+
+def _every_case(test: str) -> set[str]:
+    return {f"test_error_codes.py::{test}[{mode}-{case}]" for mode in ("non-streamed", "streamed")
+            for case in ERROR_CASES}
+
+
+STATUS = "test_invalid_request_is_refused_with_4xx"
+BODY = "test_refusal_has_an_error_body_that_names_the_problem"
+STRUCTURED = "test_structured_outputs.py::"
+EXPECTED_FAILURES = {
+    "ignore-response-format": _both(f"{STRUCTURED}test_json_schema_reply_is_json_that_fits_the_schema")
+    | _both(f"{STRUCTURED}test_json_object_reply_is_a_json_object")
+    | _both(f"{STRUCTURED}test_with_thinking_on_reasoning_stays_out_of_the_json"),
+    "structured-reasoning-in-content": _both(f"{STRUCTURED}test_with_thinking_on_reasoning_stays_out_of_the_json"),
+    "schema-500": _both(f"{STRUCTURED}test_schema_the_engine_cannot_compile_is_refused_with_4xx"),
+    "bad-params-500": _every_case(STATUS),
+    # Answered 200: no refusal, and so no error body either.
+    "accept-bad-params": _every_case(STATUS) | _every_case(BODY),
+    "error-body-plain": _every_case(BODY),
+    "stop-included": _both("test_sampling.py::test_stop_string_ends_the_reply_and_is_not_included"),
+    # The n check counts each choice's tokens by max_tokens: an engine ignoring it fails there too.
+    "max-tokens-ignored": _both("test_sampling.py::test_max_tokens_ends_the_reply_with_length_at_exactly_that_many_tokens")
+    | _both("test_sampling.py::test_n_choices_are_indexed_and_usage_counts_them_all"),
+    "n-ignored": _both("test_sampling.py::test_n_choices_are_indexed_and_usage_counts_them_all"),
+}
+
+
+def test_clean_engine_passes_every_contract_check(pytester: pytest.Pytester) -> None:
+    result, outcomes = run_suite(pytester, "-m", SELECTION)
+    assert result.ret == 0 and not failed(outcomes), result.stdout.str()[-3000:]
+    assert outcomes and set(outcomes.values()) == {"passed"}, outcomes
+    result.stdout.fnmatch_lines(["*structured_outputs*yes*served*passed*"])
+
+
+def test_sglang_convention_passes_and_skips_only_the_unknown_model_with_the_reason(pytester: pytest.Pytester) -> None:
+    result, outcomes = run_suite(pytester, "-m", SELECTION, "--convention", "sglang")
+    assert result.ret == 0 and not failed(outcomes), result.stdout.str()[-3000:]
+    skipped = {test for test, outcome in outcomes.items() if outcome == "skipped"}
+    assert skipped == {f"test_error_codes.py::{test}[{mode}-unknown-model]" for test in (STATUS, BODY)
+                       for mode in ("non-streamed", "streamed")}, outcomes
+    result.stdout.fnmatch_lines(["*features.rejects_unknown_model: false*"])
+
+
+@pytest.mark.parametrize("defect", sorted(EXPECTED_FAILURES))
+def test_injected_defect_fails_only_its_checks(pytester: pytest.Pytester, defect: str) -> None:
+    result, outcomes = run_suite(pytester, "-m", SELECTION, "--inject", defect)
+    assert failed(outcomes) == EXPECTED_FAILURES[defect], result.stdout.str()[-3000:]
+    assert result.ret == 1
+
+
+def test_a_500_on_invalid_values_is_filed_as_an_engine_error(pytester: pytest.Pytester) -> None:
+    result, _ = run_suite(pytester, "-m", "error_codes", "-k", "refused_with_4xx and temperature",
+                          "--inject", "bad-params-500")
+    result.stdout.fnmatch_lines(["*temperature -1: server error on client data: HTTP 500*"])
+    messages = [json.loads(path.read_text(encoding="utf-8"))["statusDetails"]["message"]
+                for path in (pytester.path / "allure-results").glob("*-result.json")]
+    assert len(messages) == 2, messages
+    assert {failure_category(message) for message in messages} == {"Engine error (5xx)"}, messages
+
+
+def test_an_engine_that_dies_on_an_invalid_value_fails_the_keeps_serving_check(pytester: pytest.Pytester) -> None:
+    result, outcomes = run_suite(pytester, "-m", "error_codes", "-k", "keeps_serving", "--inject",
+                                 "bad-params-crash", "--idle-timeout", "10", "--request-timeout", "20")
+    assert result.ret == 1, result.stdout.str()[-3000:]
+    assert outcomes == {"test_error_codes.py::test_engine_keeps_serving_after_invalid_requests": "failed"}, outcomes
+    result.stdout.fnmatch_lines(["*the engine stopped serving: after temperature -1*"])

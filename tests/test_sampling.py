@@ -1,0 +1,110 @@
+"""Sampling parameters (issue 15): ``max_tokens``, ``stop`` and ``n`` do what they say.
+
+Applications budget on them: ``max_tokens`` must cut the reply at exactly that many tokens
+with ``finish_reason: length`` (billing and truncation handling read both); a ``stop`` string
+must end the reply and not appear in it (vLLM's default, ``include_stop_str_in_output``
+false; vLLM issues 3572 and 52599 are stop strings that stayed); ``n > 1`` must give that
+many choices, each with its own index, streamed and not, with usage counting the tokens of
+all of them. The prompt asks for a long answer, so the reply outlasts the limits on any
+model (a pretrained model never stops by itself; the reference engine reasons, then answers
+at length). The choices of ``n`` are sampled (vLLM refuses ``n > 1`` at temperature 0) and may
+still say the same: what is checked is that each is there, indexed and counted, not that they
+differ. Each choice is cut at ``max_tokens``, which is how usage can be checked to count all of
+them; an engine that ignores ``max_tokens`` fails that check too.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from engine_acceptance.assertions import reply_of, short
+from engine_acceptance.profiles.profile import ModelProfile
+from engine_acceptance.profiles.request_options import with_thinking_mode
+from engine_acceptance.resources import load_prompts
+from engine_acceptance.wire.contract import choices_of
+
+# Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
+pytestmark = [pytest.mark.asyncio, pytest.mark.sampling]
+
+CASE: dict[str, Any] = load_prompts("contract")["sampling"]
+# Candidate stop strings: words of the free reply, letters only, long enough to be unlikely earlier.
+_WORD = re.compile(r"[^\W\d_]{4,}")
+
+
+def _request(stream: bool, **fields: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"messages": [{"role": "user", "content": CASE["long_prompt"]}], "temperature": 0,
+                            **fields}
+    if stream:
+        body["stream_options"] = {"include_usage": True}
+    return body
+
+
+async def test_max_tokens_ends_the_reply_with_length_at_exactly_that_many_tokens(chat, stream) -> None:
+    limit = CASE["max_tokens"]
+    reply = reply_of(await chat(_request(stream, max_tokens=limit), stream=stream))
+    assert reply.finish_reason == "length", (
+        f"max_tokens={limit} on a prompt that asks for a long answer, yet finish_reason is {reply.finish_reason!r}, "
+        f"not 'length' (usage: {reply.usage}); content {short(reply.content)!r}")
+    assert reply.usage is not None, "no usage in the reply" + (" (stream_options.include_usage was set)" if stream
+                                                              else "")
+    assert reply.usage.completion_tokens == limit, (
+        f"a reply cut at max_tokens={limit} reports usage.completion_tokens={reply.usage.completion_tokens}")
+
+
+def _without_thinking(body: dict[str, Any], model_profile: ModelProfile) -> dict[str, Any]:
+    # A stop string applies to everything generated, reasoning included: with thinking off the
+    # word taken from the answer is where the answer stops.
+    return with_thinking_mode(body, model_profile, "disabled") if "disabled" in model_profile.thinking_modes else body
+
+
+def _stop_word(content: str) -> str | None:
+    """A word from the middle of `content` whose first appearance is not at its start."""
+    words = [match for match in _WORD.finditer(content) if match.start() > 0]
+    if not words:
+        return None
+    word = words[len(words) // 2].group()
+    return word if content.index(word) > 0 else None
+
+
+async def test_stop_string_ends_the_reply_and_is_not_included(chat, model_profile, stream) -> None:
+    tokens = model_profile.output_budget(CASE["free_tokens"])
+    free = reply_of(await chat(_without_thinking(_request(False, max_tokens=tokens), model_profile), stream=False,
+                               label="without stop"))
+    word = _stop_word(free.content)
+    if word is None:
+        pytest.skip(f"the reply without a stop string has no word of 4+ letters past its start to stop at: "
+                    f"{short(free.content)!r}")
+    body = _without_thinking(_request(stream, max_tokens=tokens, stop=[word]), model_profile)
+    reply = reply_of(await chat(body, stream=stream, label=f"stop {word!r}"))
+    assert word not in reply.content, (
+        f"stop {word!r}: the stop string is in the content: {short(reply.content)!r} (without stop: "
+        f"{short(free.content)!r})")
+    assert reply.finish_reason == "stop", (
+        f"stop {word!r}: finish_reason is {reply.finish_reason!r}, not 'stop', for a reply the stop string ended: "
+        f"{short(reply.content)!r}")
+    assert len(reply.content) < len(free.content), (
+        f"stop {word!r}: the reply did not end at it: {len(reply.content)} characters against "
+        f"{len(free.content)} without stop ({short(reply.content)!r})")
+
+
+async def test_n_choices_are_indexed_and_usage_counts_them_all(chat, stream) -> None:
+    n, limit = CASE["n"], CASE["max_tokens"]
+    # Sampled, not greedy: vLLM refuses n > 1 at temperature 0 ("n must be 1 when using greedy sampling").
+    exchange = await chat({**_request(stream, n=n, max_tokens=limit), "temperature": CASE["n_temperature"]},
+                          stream=stream)
+    reply = reply_of(exchange)
+    choices = choices_of(exchange)
+    indexes = [choice.index for choice in choices]
+    assert sorted(indexes, key=str) == list(range(n)), (
+        f"n={n} asks for {n} choices indexed 0..{n - 1}, the reply has {len(choices)} with indexes {indexes}")
+    cut = [choice.index for choice in choices if choice.finish_reason != "length"]
+    assert not cut, (f"n={n}, max_tokens={limit} on a prompt that asks for a long answer: choices {cut} did not "
+                     f"end with 'length' ({[choice.finish_reason for choice in choices]})")
+    assert reply.usage is not None, "no usage in the reply" + (" (stream_options.include_usage was set)" if stream
+                                                              else "")
+    assert reply.usage.completion_tokens == n * limit, (
+        f"{n} choices each cut at max_tokens={limit} are {n * limit} completion tokens, usage.completion_tokens "
+        f"says {reply.usage.completion_tokens}")
