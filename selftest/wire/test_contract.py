@@ -1,0 +1,105 @@
+"""Self-tests of reading the API contract out of replies (engine_acceptance/wire/contract.py).
+
+Crafted bodies and events, no engine: the error shapes of vLLM, SGLang and the bodies that
+are neither, JSON content against a schema, and the choices of an ``n > 1`` reply streamed
+and not.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from engine_acceptance.wire.client import Exchange
+from engine_acceptance.wire.contract import choices_of, error_body_of, error_shape_problem, json_problems
+from engine_acceptance.wire.sse import SSEEvent
+
+VLLM = {"error": {"message": "n must be at least 1, got 0.", "type": "BadRequestError", "param": "n", "code": 400}}
+SGLANG = {"object": "error", "message": "n must be at least 1, got 0.", "type": "BadRequestError", "param": "n",
+          "code": 400}
+
+
+@pytest.mark.parametrize(
+    ("body", "shape", "problem"),
+    [
+        pytest.param(VLLM, "nested", None, id="vllm-nested"),
+        pytest.param(SGLANG, "flat", None, id="sglang-flat"),
+        pytest.param(SGLANG, "nested", "is not an OpenAI error object", id="flat-where-nested"),
+        pytest.param(VLLM, "flat", "is not a flat error object", id="nested-where-flat"),
+        pytest.param("n must be at least 1", "nested", "the body is not a JSON object", id="plain-text"),
+        pytest.param({"detail": "Bad Request"}, "nested", "is not an OpenAI error object", id="fastapi-detail"),
+        pytest.param({"error": "Unauthorized"}, "nested", "is not an OpenAI error object", id="error-string"),
+        pytest.param({"error": {"message": "x"}}, "nested", "lacks a string type", id="no-type"),
+        pytest.param({"object": "error", "type": "t"}, "flat", "lacks a string message", id="flat-no-message"),
+    ],
+)
+def test_error_shape_problem(body: Any, shape: str, problem: str | None) -> None:
+    found = error_shape_problem(body, shape)
+    assert (found is None) if problem is None else (found is not None and problem in found), found
+
+
+def test_an_unknown_error_shape_is_a_programming_error() -> None:
+    with pytest.raises(ValueError, match="unknown error shape 'xml'"):
+        error_shape_problem(VLLM, "xml")
+
+
+def test_error_body_is_read_from_the_raw_bytes_not_the_sdks_unwrapped_body() -> None:
+    # The SDK's APIStatusError.body is the inner object of {"error": {...}}: the shape is in the bytes.
+    made = Exchange("POST", "u", {}, False, status=400, body=VLLM["error"], raw=json.dumps(VLLM).encode())
+    assert error_body_of(made) == VLLM
+    plain = Exchange("POST", "u", {}, False, status=400, body="bad", raw=b"bad request")
+    assert error_body_of(plain) == "bad request"
+
+
+SCHEMA = {"type": "object", "properties": {"age": {"type": "integer"}}, "required": ["age"],
+          "additionalProperties": False}
+
+
+@pytest.mark.parametrize(
+    ("content", "schema", "problem"),
+    [
+        pytest.param('{"age": 3}', SCHEMA, None, id="fits"),
+        pytest.param('{"age": "3"}', SCHEMA, "age: '3' is not of type 'integer'", id="wrong-type"),
+        pytest.param('{"age": 3, "x": 1}', SCHEMA, "(top level): Additional properties", id="extra-key"),
+        pytest.param('{}', SCHEMA, "'age' is a required property", id="missing"),
+        pytest.param("Sure! Here is", SCHEMA, "the content is not JSON", id="free-text"),
+        pytest.param('{"age": 3', SCHEMA, "the content is not JSON", id="cut"),
+        pytest.param('{"a": 1}', None, None, id="object"),
+        pytest.param("[1, 2]", None, "not an object", id="array-where-object"),
+    ],
+)
+def test_json_problems(content: str, schema: dict[str, Any] | None, problem: str | None) -> None:
+    found = json_problems(content, schema)
+    assert (not found) if problem is None else any(problem in item for item in found), found
+
+
+def _body(*choices: tuple[int, str, str]) -> dict[str, Any]:
+    return {"choices": [{"index": index, "message": {"role": "assistant", "content": content},
+                         "finish_reason": finish} for index, content, finish in choices]}
+
+
+def _event(index: int, delta: dict[str, Any], finish: str | None = None) -> SSEEvent:
+    return SSEEvent(json.dumps({"choices": [{"index": index, "delta": delta, "finish_reason": finish}]}))
+
+
+def test_choices_of_a_non_streamed_reply() -> None:
+    made = Exchange("POST", "u", {}, False, status=200, body=_body((0, "a", "length"), (1, "b", "stop")))
+    assert [(c.index, c.content, c.finish_reason) for c in choices_of(made)] == [(0, "a", "length"), (1, "b", "stop")]
+
+
+def test_choices_of_an_interleaved_stream_are_rebuilt_per_index() -> None:
+    events = [_event(0, {"role": "assistant", "content": ""}), _event(1, {"role": "assistant", "content": ""}),
+              _event(1, {"content": "b1"}), _event(0, {"content": "a1"}), _event(0, {"content": "a2"}),
+              _event(1, {"content": "b2"}), _event(0, {}, "length"), _event(1, {}, "length"),
+              SSEEvent(json.dumps({"choices": [], "usage": {"completion_tokens": 4}})), SSEEvent("not json"),
+              SSEEvent("[DONE]")]
+    made = Exchange("POST", "u", {}, True, status=200, events=events)
+    assert [(c.index, c.content, c.finish_reason) for c in choices_of(made)] == [(0, "a1a2", "length"),
+                                                                              (1, "b1b2", "length")]
+
+
+def test_a_stream_of_one_choice_has_one_choice_whatever_n_asked() -> None:
+    made = Exchange("POST", "u", {}, True, status=200, events=[_event(0, {"content": "x"}), _event(0, {}, "stop")])
+    assert [choice.index for choice in choices_of(made)] == [0]
