@@ -32,7 +32,8 @@ __all__ = ["AcceptanceOptions", "ReferenceOptions", "add_options", "CONVENTIONS"
 CONVENTIONS = ("vllm", "sglang")
 # --reference-serves values: what the built-in engine then does not serve (launcher keyword).
 REFERENCE_LIMITS = {"text-only": ("text_only", True), "no-tool-parser": ("tool_parser", False),
-                    "no-tokenize": ("tokenize", False), "no-reasoning": ("reasoning", False)}
+                    "no-tokenize": ("tokenize", False), "no-reasoning": ("reasoning", False),
+                    "no-structured-outputs": ("structured_outputs", False)}
 
 
 def engine_url(raw: str) -> str:

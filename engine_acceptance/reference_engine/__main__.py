@@ -4,7 +4,7 @@
         [--api-key K] [--inject DEFECT ...] [--model NAME] [--max-model-len N]
         [--ttft-ms MS] [--tpot-ms MS] [--prefill-ms-per-1k MS] [--batch-slowdown F]
         [--stream-chunk-tokens N] [--text-only] [--no-tool-parser] [--no-tokenize]
-        [--no-reasoning]
+        [--no-reasoning] [--no-structured-outputs]
     python -m engine_acceptance.reference_engine --export-tokenizer tokenizer.json
 
 Once bound it prints exactly one line to stdout, flushed, which the launcher
@@ -81,6 +81,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="No /tokenize or /detokenize endpoint: they answer 404 like a server without them")
     parser.add_argument("--no-reasoning", action="store_true",
                         help="Serve a model that never reasons, whatever the request asks")
+    parser.add_argument("--no-structured-outputs", action="store_true",
+                        help="No structured-output backend: a json_schema or json_object response_format gets a 400")
     parser.add_argument("--access-log", action="store_true", help="Log every request to stderr")
     parser.add_argument("--export-tokenizer", metavar="PATH", default=None,
                         help="Write the engine's tokenizer.json to PATH and exit (for --tokenizer PATH)")
@@ -144,6 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             tool_parser=not args.no_tool_parser,
             tokenize=not args.no_tokenize,
             reasoning=not args.no_reasoning,
+            structured_outputs=not args.no_structured_outputs,
         )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)

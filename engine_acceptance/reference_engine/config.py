@@ -77,6 +77,8 @@ class ReferenceEngineConfig:
     tool_parser: bool = True
     tokenize: bool = True
     reasoning: bool = True
+    # A server without a structured-output backend refuses response_format json_schema/json_object (400).
+    structured_outputs: bool = True
 
     def __post_init__(self) -> None:
         if self.convention not in CONVENTIONS:

@@ -100,6 +100,7 @@ def start_reference_engine(
     tool_parser: bool = True,
     tokenize: bool = True,
     reasoning: bool = True,
+    structured_outputs: bool = True,
     host: str = "127.0.0.1",
     startup_timeout: float = 30.0,
     log_dir: str | os.PathLike[str] | None = None,
@@ -133,6 +134,8 @@ def start_reference_engine(
         command += ["--no-tokenize"]
     if not reasoning:
         command += ["--no-reasoning"]
+    if not structured_outputs:
+        command += ["--no-structured-outputs"]
 
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [_IMPORT_ROOT, env.get("PYTHONPATH")]))

@@ -305,13 +305,19 @@ class ResponseFormat:
     schema: dict[str, Any] | None = None
 
 
-def _response_format(body: Mapping[str, Any]) -> ResponseFormat | None:
+# --no-structured-outputs: the refusal of a server that has no structured-output backend.
+NO_STRUCTURED_OUTPUTS = "response_format {kind!r} is not supported: this server has no structured-output backend"
+
+
+def _response_format(body: Mapping[str, Any], *, served: bool = True) -> ResponseFormat | None:
     spec = _opt_dict(body, "response_format")
     if spec is None:
         return None
     kind = spec.get("type")
     if kind == "text":
         return None
+    if not served and kind in ("json_object", "json_schema"):
+        raise RequestError(NO_STRUCTURED_OUTPUTS.format(kind=kind), param="response_format")
     if kind == "json_object":
         return ResponseFormat("json_object")
     if kind != "json_schema":
@@ -364,7 +370,7 @@ def parse_chat_request(
         raw=dict(body),
         media=tuple(seen_media),
         sampling=sampling,
-        response_format=_response_format(body),
+        response_format=_response_format(body, served=config.structured_outputs),
     )
 
 

@@ -90,3 +90,15 @@ def test_an_engine_that_dies_on_an_invalid_value_fails_the_keeps_serving_check(p
     assert result.ret == 1, result.stdout.str()[-3000:]
     assert outcomes == {"test_error_codes.py::test_engine_keeps_serving_after_invalid_requests": "failed"}, outcomes
     result.stdout.fnmatch_lines(["*the engine stopped serving: after temperature -1*"])
+
+
+def test_an_engine_that_refuses_response_format_skips_the_structured_checks_in_its_words(
+        pytester: pytest.Pytester) -> None:
+    # No profile declares structured outputs and the probe got a clear 400: not served, skipped with the reason.
+    result, outcomes = run_suite(pytester, "-m", "structured_outputs", "--profile", "generic",
+                                 "--reference-serves=no-structured-outputs")
+    assert outcomes and set(outcomes.values()) == {"skipped"}, outcomes
+    # Alone in the selection, a run that skipped everything is no pass: "no check ran".
+    assert result.ret == 1 and "no check ran" in result.stdout.str(), result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines(["*not served by the engine: HTTP 400: response_format 'json_schema' is not "
+                                 "supported: this server has no structured-output backend*"])

@@ -153,6 +153,14 @@ def test_error_body_under_200_is_broken(engines: Engines) -> None:
     assert probe.state == "broken" and "error body instead of a reply" in probe.evidence, probe
 
 
+def test_engine_without_structured_outputs_refuses_response_format_in_its_words(engines: Engines) -> None:
+    discovery = run_discovery(engines, structured_outputs=False)
+    assert discovery.probes["structured_outputs"] == Probe(
+        "structured_outputs", "not_served",
+        "HTTP 400: response_format 'json_schema' is not supported: this server has no structured-output backend")
+    assert states(discovery)["tools"] == "served"
+
+
 def test_a_response_format_answered_with_free_text_is_broken_structured_outputs(engines: Engines) -> None:
     # A model that does not reason answers within the probe's tokens, so the free text shows.
     probe = run_discovery(engines, defects=["ignore-response-format"], reasoning=False).probes["structured_outputs"]
