@@ -27,10 +27,12 @@ if TYPE_CHECKING:
     from .responder import Answer, ThinkingMode
     from .tools import ToolRequest
 
-# Exit status of a reference engine that "crashed" on corrupt media (media-crash).
+# Exit status of a reference engine that "crashed" on corrupt media (media-crash) or an invalid value
+# (bad-params-crash).
 MEDIA_CRASH_EXIT_CODE = 70
 
-__all__ = ["CONTRACT_PARAMS", "DEFECTS", "MEDIA_CRASH_EXIT_CODE", "DefectHooks", "UnknownDefectError", "validate_defects"]
+__all__ = ["CONTRACT_PARAMS", "DEFECTS", "MEDIA_CRASH_EXIT_CODE", "DefectHooks", "UnknownDefectError",
+           "validate_defects"]
 
 DEFECTS: dict[str, str] = {
     "reasoning-leak": (

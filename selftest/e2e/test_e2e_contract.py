@@ -45,7 +45,8 @@ EXPECTED_FAILURES = {
     "error-body-plain": _every_case(BODY),
     "stop-included": _both("test_sampling.py::test_stop_string_ends_the_reply_and_is_not_included"),
     # The n check counts each choice's tokens by max_tokens: an engine ignoring it fails there too.
-    "max-tokens-ignored": _both("test_sampling.py::test_max_tokens_ends_the_reply_with_length_at_exactly_that_many_tokens")
+    "max-tokens-ignored":
+        _both("test_sampling.py::test_max_tokens_ends_the_reply_with_length_at_exactly_that_many_tokens")
     | _both("test_sampling.py::test_n_choices_are_indexed_and_usage_counts_them_all"),
     "n-ignored": _both("test_sampling.py::test_n_choices_are_indexed_and_usage_counts_them_all"),
 }

@@ -30,7 +30,8 @@ def parse(**fields: Any):
 @pytest.mark.parametrize(
     ("fields", "param", "message"),
     [
-        pytest.param({"temperature": -1}, "temperature", "temperature must be non-negative, got -1.0.", id="temperature"),
+        pytest.param({"temperature": -1}, "temperature", "temperature must be non-negative, got -1.0.",
+                     id="temperature"),
         pytest.param({"n": 0}, "n", "n must be at least 1, got 0.", id="n-zero"),
         pytest.param({"n": 2, "temperature": 0}, "n", "n must be 1 when using greedy sampling, got 2.", id="n-greedy"),
         pytest.param({"max_tokens": 0}, "max_tokens", "max_tokens must be at least 1, got 0.", id="max-tokens"),
