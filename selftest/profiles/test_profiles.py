@@ -61,3 +61,20 @@ def test_yaml_syntax_error_is_a_profile_error(tmp_path: Path) -> None:
     bad.write_text("name: [unclosed\n", encoding="utf-8")
     with pytest.raises(ProfileError, match="not valid YAML"):
         load_engine_profile(str(bad))
+
+
+@pytest.mark.parametrize(("name", "shape", "rejects"), [("vllm", "nested", True), ("sglang", "flat", False),
+                                                         ("generic", "nested", True)])
+def test_engine_profiles_say_how_a_refusal_looks_and_whether_a_model_name_is_checked(
+        name: str, shape: str, rejects: bool) -> None:
+    profile = load_engine_profile(name)
+    assert (profile.error_shape, profile.rejects_unknown_model) == (shape, rejects)
+
+
+def test_an_engine_profile_without_error_features_gets_openais_defaults(tmp_path: Path) -> None:
+    text = (Path(__file__).parents[2] / "fixtures/profiles/engines/generic.yaml").read_text(encoding="utf-8")
+    bare = tmp_path / "bare.yaml"
+    bare.write_text(text.replace("  error_shape: nested\n", "").replace("name: generic", "name: bare"),
+                    encoding="utf-8")
+    profile = load_engine_profile(str(bare))
+    assert (profile.error_shape, profile.rejects_unknown_model) == ("nested", True)
