@@ -6,8 +6,10 @@ of the JSON, all break it. So the content must parse and validate against the sc
 (jsonschema), streamed and not; with thinking on, the reasoning stays in its reasoning field
 and the content alone is the JSON; and a schema the engine cannot compile is the client's
 error, a 4xx with an error body, never a 500 (vLLM issue 57725) or a constraint dropped in
-silence. Answer quality is not judged: a tiny pretrained model under a grammar still writes
-valid JSON.
+silence. Answer quality is not judged: under a grammar even a tiny pretrained model writes
+JSON. Whether it closes the JSON within ``max_tokens`` is the one thing that depends on the
+model (the schema bounds its strings and numbers for that), and a failure says when the
+reply was cut.
 
 The capability is ``structured_outputs``: declared in a model profile or discovered by a probe
 (a tiny ``json_schema`` request); an engine that refuses ``response_format`` with a 4xx skips
