@@ -12,7 +12,15 @@ from typing import Iterable
 from engine_acceptance.wire.client import Exchange
 from engine_acceptance.wire.reassembly import Reply
 
-__all__ = ["markers_found", "reply_of", "integers_in"]
+__all__ = ["ObservationWarning", "markers_found", "reply_of", "integers_in"]
+
+
+class ObservationWarning(UserWarning):
+    """What a check saw and reports without failing (a seed that did not repeat, say).
+
+    Defined here, in an importable module, so pytest-xdist can send it from a worker to the
+    controller (a class defined in a test module cannot be unpickled there).
+    """
 
 
 def reply_of(exchange: Exchange) -> Reply:

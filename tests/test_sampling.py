@@ -10,21 +10,27 @@ model (a pretrained model never stops by itself; the reference engine reasons, t
 at length). The choices of ``n`` are sampled (vLLM refuses ``n > 1`` at temperature 0) and may
 still say the same: what is checked is that each is there, indexed and counted, not that they
 differ. Each choice is cut at ``max_tokens``, which is how usage can be checked to count all of
-them; an engine that ignores ``max_tokens`` fails that check too.
+them; an engine that ignores ``max_tokens`` fails that check too. ``logprobs`` must give one
+entry per generated token with ``top_logprobs`` alternatives, none repeated (vLLM issues 3179,
+4795 and 5699 are logprobs of the wrong shape or out of step with the stream). ``seed`` is
+observed, not gated: two sampled requests with one seed should say the same, and a warning says
+when they did not.
 """
 
 from __future__ import annotations
 
 import re
+import warnings
 from typing import Any
 
 import pytest
 
-from engine_acceptance.assertions import reply_of, short
+from engine_acceptance.assertions import ObservationWarning, reply_of, short
 from engine_acceptance.profiles.profile import ModelProfile
 from engine_acceptance.profiles.request_options import with_thinking_mode
+from engine_acceptance.pytest_plugin.allure_report import attach_json
 from engine_acceptance.resources import load_prompts
-from engine_acceptance.wire.contract import choices_of
+from engine_acceptance.wire.contract import choices_of, logprob_problems, logprobs_of
 
 # Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
 pytestmark = [pytest.mark.asyncio, pytest.mark.sampling]
@@ -108,3 +114,38 @@ async def test_n_choices_are_indexed_and_usage_counts_them_all(chat, stream) -> 
     assert reply.usage.completion_tokens == n * limit, (
         f"{n} choices each cut at max_tokens={limit} are {n * limit} completion tokens, usage.completion_tokens "
         f"says {reply.usage.completion_tokens}")
+
+
+async def test_logprobs_have_one_entry_per_token_with_k_distinct_alternatives(chat, stream) -> None:
+    top, limit = CASE["top_logprobs"], CASE["max_tokens"]
+    exchange = await chat(_request(stream, max_tokens=limit, logprobs=True, top_logprobs=top), stream=stream)
+    reply = reply_of(exchange)
+    entries = logprobs_of(exchange).get(0)
+    assert entries is not None, (f"logprobs: true, top_logprobs: {top}, yet choice 0 carries no logprobs.content "
+                                 f"(finish_reason {reply.finish_reason!r})")
+    assert reply.usage is not None, "no usage in the reply" + (" (stream_options.include_usage was set)" if stream
+                                                              else "")
+    # Streamed, a chunk that repeats entries already sent shows here as more entries than tokens.
+    assert len(entries) == reply.usage.completion_tokens, (
+        f"logprobs has {len(entries)} entries for {reply.usage.completion_tokens} completion tokens"
+        + (" (the entries of every chunk, in order)" if stream else ""))
+    problems = logprob_problems(entries, top)
+    assert not problems, f"top_logprobs: {top}: " + "; ".join(problems[:3]) + (
+        f" (and {len(problems) - 3} more)" if len(problems) > 3 else "")
+
+
+async def test_same_seed_gives_the_same_sampled_reply(chat, acceptance, model_profile, stream) -> None:
+    # Sampled, where a seed matters. A batching engine may legitimately vary (a batch changes the
+    # arithmetic), so a difference is reported as a warning, never a failure; a refused seed fails.
+    body = {**_without_thinking(_request(stream, max_tokens=CASE["seed_tokens"], seed=CASE["seed"]),
+                                model_profile),
+            "temperature": CASE["n_temperature"]}
+    first = reply_of(await chat(body, stream=stream, label="seed, first"))
+    second = reply_of(await chat(body, stream=stream, label="seed, second"))
+    said = [(reply.reasoning or "") + reply.content for reply in (first, second)]
+    attach_json("the two replies of the same seed", {"seed": CASE["seed"], "temperature": body["temperature"],
+                                                      "replies": said}, acceptance.redactor)
+    if said[0] != said[1]:
+        warnings.warn(ObservationWarning(
+            f"seed {CASE['seed']} at temperature {body['temperature']} gave two different replies (reasoning "
+            f"and content): {short(said[0])!r} and {short(said[1])!r}"), stacklevel=1)

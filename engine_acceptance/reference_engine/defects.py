@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import re
+import secrets
 import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -23,7 +24,7 @@ from .retrieval import corrupt_first_code, drop_middle
 from .vision import ImageFacts, SeenMedia
 
 if TYPE_CHECKING:
-    from .protocol import MediaError, RequestError
+    from .protocol import MediaError, RequestError, Sampling
     from .responder import Answer, ThinkingMode
     from .tools import ToolRequest
 
@@ -115,6 +116,15 @@ DEFECTS: dict[str, str] = {
     "stop-included": "a stop string ends the reply but is left at the end of the content",
     "max-tokens-ignored": "chat max_tokens is ignored: the reply runs to its natural end (finish_reason 'stop')",
     "n-ignored": "chat n > 1 is accepted but only one choice is generated, and usage counts one",
+    "top-logprobs-duplicated": (
+        "each token's top_logprobs lists the generated token k times instead of the k most likely distinct"
+        " tokens, streamed and not"
+    ),
+    "stream-logprobs-repeated": (
+        "streamed logprobs: the finish chunk repeats every entry the deltas already carried, so a stream has"
+        " twice as many entries as tokens"
+    ),
+    "seed-ignored": "a sampled chat request's seed is ignored: the same seed twice gives different replies",
     # Transport faults (stalls, resets, 503 storms, huge replies, ...): applied by faults.FaultInjector.
     **FAULTS,
 }
@@ -321,6 +331,26 @@ class DefectHooks:
             plain.plain = True
             return plain
         return error
+
+    def logprob_entries(self, entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """One choice's token log-probabilities, as the engine sends them."""
+        if "top-logprobs-duplicated" not in self.active:
+            return entries
+        return [{**entry, "top_logprobs": [{key: entry[key] for key in ("token", "logprob", "bytes")}]
+                 * len(entry["top_logprobs"])} for entry in entries]
+
+    def final_stream_logprobs(self, rest: list[dict[str, Any]], every: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The logprobs of a streamed choice's finish chunk: what the deltas left (`rest` of `every`)."""
+        return every + rest if "stream-logprobs-repeated" in self.active else rest
+
+    def sampled_answer(self, answer: Answer, sampling: Sampling) -> Answer:
+        """What a sampled request says: the same for the same seed, unless the seed is ignored."""
+        if "seed-ignored" in self.active and sampling.seed is not None and (sampling.temperature or 0) > 0:
+            # The first generated tokens differ, reasoning or answer, as a sampler seeded anew would.
+            if answer.reasoning:
+                return dataclasses.replace(answer, reasoning=f"({secrets.token_hex(3)}) {answer.reasoning}")
+            return dataclasses.replace(answer, text=f"({secrets.token_hex(3)}) {answer.text}")
+        return answer
 
     def seen_media(self, media: Sequence[SeenMedia]) -> tuple[SeenMedia, ...]:
         """What the model perceives of each decoded image and video."""

@@ -40,6 +40,8 @@ __all__ = [
 DEFAULT_COMPLETION_MAX_TOKENS = 16  # OpenAI's and vLLM's default for /v1/completions
 # Choices per request: enough for the suite's n>1 checks, bounded so one request stays small.
 MAX_N = 16
+# vLLM's default --max-logprobs.
+MAX_LOGPROBS = 20
 # Below this temperature vLLM samples greedily (its _SAMPLING_EPS).
 GREEDY_EPS = 1e-5
 # vLLM 0.32 (multimodal/registry.py, create_processor) raises this ValueError for the first
@@ -156,6 +158,9 @@ class Sampling:
     temperature: float | None = None
     n: int = 1
     stop: tuple[str, ...] = ()
+    # None: no logprobs asked; k: logprobs with the k most likely tokens of each step (0: none).
+    logprobs: int | None = None
+    seed: int | None = None
 
 
 def _sampling_checks(body: Mapping[str, Any]) -> Sampling:
@@ -174,7 +179,24 @@ def _sampling_checks(body: Mapping[str, Any]) -> Sampling:
     if n is not None and n > 1 and temperature is not None and temperature < GREEDY_EPS:
         # vLLM's SamplingParams._verify_greedy_sampling: n identical greedy choices are refused.
         raise RequestError(f"n must be 1 when using greedy sampling, got {n}.", param="n")
-    return Sampling(temperature=temperature, n=n or 1, stop=_stop_strings(body))
+    return Sampling(temperature=temperature, n=n or 1, stop=_stop_strings(body), logprobs=_logprobs(body),
+                    seed=_integer(body, "seed"))
+
+
+def _logprobs(body: Mapping[str, Any]) -> int | None:
+    """The number of top log-probabilities asked for (vLLM's ChatCompletionRequest.check_logprobs wording)."""
+    asked = body.get("logprobs")
+    if asked is not None and not isinstance(asked, bool):
+        raise _type_error("logprobs", "a boolean", asked)
+    top = _integer(body, "top_logprobs")
+    if top is not None and top < 0:
+        raise RequestError("`top_logprobs` must be a positive value.", param="top_logprobs")
+    if top and not asked:
+        raise RequestError("when using `top_logprobs`, `logprobs` must be set to true.", param="top_logprobs")
+    if top is not None and top > MAX_LOGPROBS:
+        raise RequestError(f"Requested sample logprobs of {top}, which is greater than max allowed: {MAX_LOGPROBS}",
+                           param="top_logprobs")
+    return (top or 0) if asked else None
 
 
 def _stop_strings(body: Mapping[str, Any]) -> tuple[str, ...]:

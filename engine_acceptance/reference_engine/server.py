@@ -25,6 +25,7 @@ from .conventions import UNAUTHORIZED_BODY, get_convention
 from .defects import DefectHooks
 from .faults import FaultInjector
 from .generation import Generation, Piece, generate_chat, generate_completion, split_pieces
+from .logprobs import LogprobSlicer, logprob_entries
 from .protocol import (
     ChatRequest,
     CompletionRequest,
@@ -222,6 +223,7 @@ class ReferenceEngine:
         answer = self.hooks.chat_answer(
             respond(self.hooks.prompt_messages(req.messages), thinking, self.hooks.seen_media(req.media))
         )
+        answer = self.hooks.sampled_answer(answer, req.sampling)
         structured = req.response_format is not None and self.hooks.applies_response_format()
         if structured:
             assert req.response_format is not None
@@ -242,8 +244,9 @@ class ReferenceEngine:
         usage = self.usage(prompt_tokens, sum(g.completion_tokens for g in generations))
         request_id, created = wire.new_request_id("chatcmpl"), int(time.time())
         pacer = Pacer(self.config.latency, prompt_tokens, self.load, request.get(ARRIVED_AT))
+        logprobs = self._logprobs(req, generations)
         if req.stream:
-            return await self._stream_chat(request, req, generations, usage, pacer, request_id, created)
+            return await self._stream_chat(request, req, generations, usage, pacer, request_id, created, logprobs)
         # The choices are generated together, one engine step per token.
         await pacer.reach(max(g.completion_tokens for g in generations))
         return _json_response(
@@ -254,8 +257,16 @@ class ReferenceEngine:
                 model=req.model,
                 generations=generations,
                 usage=usage,
+                logprobs=logprobs,
             )
         )
+
+    def _logprobs(self, req: ChatRequest, generations: list[Generation]) -> list[list[dict[str, Any]]] | None:
+        """Each choice's token log-probabilities, when the request asked for them."""
+        if req.sampling.logprobs is None:
+            return None
+        return [self.hooks.logprob_entries(logprob_entries(generation, self.tokenizer, req.sampling.logprobs))
+                for generation in generations]
 
     def _chat_pieces(self, generation: Generation) -> list[Piece]:
         size = self.config.stream_chunk_tokens
@@ -275,8 +286,19 @@ class ReferenceEngine:
         pacer: Pacer,
         request_id: str,
         created: int,
+        logprobs: list[list[dict[str, Any]]] | None = None,
     ) -> web.StreamResponse:
-        def chunk(index: int, delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+        slicers = None if logprobs is None else [LogprobSlicer(entries) for entries in logprobs]
+
+        def chunk(index: int, delta: dict[str, Any], finish_reason: str | None = None,
+                  tokens: int = 0) -> dict[str, Any]:
+            # Each delta carries the entries of the tokens it holds; the finish chunk the rest.
+            entries = None
+            # The role chunk holds no token: no logprobs, as vLLM sends it.
+            if slicers is not None and (tokens or finish_reason is not None):
+                entries = slicers[index].take(tokens) if finish_reason is None else slicers[index].rest()
+                if finish_reason is not None:
+                    entries = self.hooks.final_stream_logprobs(entries, logprobs[index])
             return wire.chat_chunk(
                 convention=self.convention,
                 request_id=request_id,
@@ -285,6 +307,7 @@ class ReferenceEngine:
                 delta=delta,
                 finish_reason=finish_reason,
                 index=index,
+                logprobs=entries,
             )
 
         per_choice = [self._chat_pieces(generation) for generation in generations]
@@ -310,7 +333,7 @@ class ReferenceEngine:
                         delta = tool_call_delta(self.convention, piece)
                     else:
                         delta = wire.chat_delta(self.convention, content=piece.text)
-                    await stream.send(chunk(index, delta))
+                    await stream.send(chunk(index, delta, tokens=piece.tokens))
             await pacer.reach(max(max(produced), max(g.completion_tokens for g in generations)))
             for index, generation in enumerate(generations):
                 await stream.send(chunk(index, wire.chat_delta(self.convention), generation.finish_reason))

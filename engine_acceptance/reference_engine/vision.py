@@ -15,6 +15,8 @@ import base64
 import binascii
 import io
 import re
+import urllib.error
+import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -45,6 +47,9 @@ __all__ = [
 # A decoded picture larger than this is refused (Pillow's own bomb limit is ~179M).
 MAX_PIXELS = 64 * 1024 * 1024
 MAX_FRAMES = 1024
+# Fetching media from a URL: how long to wait, and how much to read.
+FETCH_TIMEOUT_S = 10.0
+MAX_FETCH_BYTES = 64 * 1024 * 1024
 # Colour statistics are taken on at most this many pixels per side.
 SAMPLE_SIDE = 128
 
@@ -106,11 +111,30 @@ class SeenMedia:
 
 # --- decoding ---------------------------------------------------------------------------
 
+def fetch_url(url: str) -> bytes:
+    """The bytes at an http(s) URL, as vLLM's MediaConnector fetches them; UndecodableMedia when it cannot.
+
+    Called off the event loop (media is decoded in a worker thread). A fetch that fails is the
+    client's problem, answered 400 with the reason, never a 500.
+    """
+    try:
+        with urllib.request.urlopen(url, timeout=FETCH_TIMEOUT_S) as response:  # noqa: S310 (http(s) only)
+            data = response.read(MAX_FETCH_BYTES + 1)
+    except (urllib.error.URLError, OSError, ValueError) as exc:
+        reason = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+        raise UndecodableMedia(f"cannot fetch the media from URL {url!r}: {reason}") from None
+    if len(data) > MAX_FETCH_BYTES:
+        raise UndecodableMedia(f"the media at URL {url!r} is larger than {MAX_FETCH_BYTES} bytes")
+    return data
+
+
 def decode_data_url(url: str) -> tuple[str, bytes]:
-    """(mime, bytes) of a base64 data URL; UndecodableMedia for anything else."""
+    """(mime, bytes) of a base64 data URL, or of an http(s) URL fetched; UndecodableMedia for anything else."""
+    if url.startswith(("http://", "https://")):
+        return "", fetch_url(url)
     if not url.startswith("data:"):
         scheme = url.split(":", 1)[0] if ":" in url else "no scheme"
-        raise UndecodableMedia(f"only base64 data: URLs are accepted (no network access), got a {scheme!r} URL")
+        raise UndecodableMedia(f"only data: and http(s) URLs are accepted, got a {scheme!r} URL")
     match = _DATA_URL.fullmatch(url)
     if match is None or ";base64" not in match.group("params"):
         raise UndecodableMedia("the data URL is not of the form data:<mime>;base64,<payload>")

@@ -68,8 +68,12 @@ def chat_completion_body(
     model: str,
     generations: Sequence[Generation],
     usage: dict[str, Any],
+    logprobs: Sequence[list[dict[str, Any]]] | None = None,
 ) -> dict[str, Any]:
-    """A chat completion with one choice per generation (``n``), indexed in order."""
+    """A chat completion with one choice per generation (``n``), indexed in order.
+
+    `logprobs`: each choice's token entries, when the request asked for them.
+    """
     return {
         "id": request_id,
         "object": "chat.completion",
@@ -79,7 +83,7 @@ def chat_completion_body(
             {
                 "index": index,
                 "message": _chat_message(convention, generation),
-                "logprobs": None,
+                "logprobs": None if logprobs is None else {"content": logprobs[index]},
                 "finish_reason": generation.finish_reason,
                 "stop_reason": None,
             }
@@ -117,6 +121,7 @@ def chat_chunk(
     delta: dict[str, Any],
     finish_reason: str | None = None,
     index: int = 0,
+    logprobs: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     chunk: dict[str, Any] = {
         "id": request_id,
@@ -124,7 +129,8 @@ def chat_chunk(
         "created": created,
         "model": model,
         "choices": [
-            {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+            {"index": index, "delta": delta, "logprobs": None if logprobs is None else {"content": logprobs},
+             "finish_reason": finish_reason}
         ],
     }
     if convention.chunk_usage_null:

@@ -2,14 +2,16 @@
 
 The checks of issue 15 (``tests/test_structured_outputs.py``, ``test_error_codes.py``,
 ``test_sampling.py``) ask three things the reassembled :class:`Reply` does not answer: whether a
-refusal's body has the engine's error shape, whether content is JSON that fits a schema, and
-what every choice of an ``n > 1`` request said (a ``Reply`` is choice 0). Plain functions, tested
+refusal's body has the engine's error shape, whether content is JSON that fits a schema,
+what every choice of an ``n > 1`` request said (a ``Reply`` is choice 0), and the token
+log-probabilities of each choice with their shape. Plain functions, tested
 without an engine in ``selftest/wire/test_contract.py``.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +21,8 @@ import jsonschema
 from engine_acceptance.wire.client import Exchange
 from engine_acceptance.wire.sse import SSEEvent
 
-__all__ = ["ERROR_SHAPES", "Choice", "choices_of", "error_body_of", "error_shape_problem", "json_problems"]
+__all__ = ["ERROR_SHAPES", "Choice", "choices_of", "error_body_of", "error_shape_problem", "json_problems",
+           "logprob_problems", "logprobs_of"]
 
 # What a refusal's body looks like, by engine profile's `features.error_shape`.
 ERROR_SHAPES = {
@@ -125,3 +128,69 @@ def _from_events(events: Iterable[SSEEvent]) -> list[Choice]:
 def choices_of(exchange: Exchange) -> list[Choice]:
     """Every choice of a chat reply, in the order the engine first sent each; streamed or not."""
     return _from_events(exchange.events) if exchange.stream else _from_body(exchange.body)
+
+
+def logprobs_of(exchange: Exchange) -> dict[Any, list[Any]]:
+    """Each choice's ``logprobs.content`` entries by index; streamed, the deltas' entries in order.
+
+    A choice that carries no ``logprobs.content`` at all is absent from the result.
+    """
+    found: dict[Any, list[Any]] = {}
+
+    def add(choice: Any) -> None:
+        logprobs = choice.get("logprobs") if isinstance(choice, dict) else None
+        content = logprobs.get("content") if isinstance(logprobs, dict) else None
+        if isinstance(content, list):
+            found.setdefault(choice.get("index"), []).extend(content)
+
+    if not exchange.stream:
+        body = exchange.body
+        for choice in (body.get("choices") if isinstance(body, dict) else None) or []:
+            add(choice)
+        return found
+    for event in exchange.events:
+        if not event.has_data or event.is_done:
+            continue
+        try:
+            chunk = json.loads(event.data)
+        except ValueError:
+            continue  # the reassembly names a broken event
+        for choice in (chunk.get("choices") if isinstance(chunk, dict) else None) or []:
+            add(choice)
+    return found
+
+
+def _is_logprob(value: Any) -> bool:
+    # A log-probability is a finite number not above 0 (a rounding hair above is still 0).
+    return (isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+            and value <= 1e-6)
+
+
+def logprob_problems(entries: list[Any], top: int) -> list[str]:
+    """What keeps `entries` from the documented shape with `top` alternatives each; empty when none.
+
+    Each entry is ``{"token": str, "logprob": <= 0, "bytes": [int] | null, "top_logprobs": [...]}`` and
+    its ``top_logprobs`` has `top` entries of the same kind, none repeated: two different tokens may
+    decode to the same text (byte tokens of one character), so a repeat is the same token *and*
+    log-probability twice.
+    """
+    problems: list[str] = []
+    for position, entry in enumerate(entries):
+        where = f"entry {position}"
+        if not isinstance(entry, dict):
+            problems.append(f"{where} is not an object: {_short(entry, 120)}")
+            continue
+        if not isinstance(entry.get("token"), str) or not _is_logprob(entry.get("logprob")):
+            problems.append(f"{where} lacks a string token or a logprob <= 0: {_short(entry, 160)}")
+        alternatives = entry.get("top_logprobs")
+        if not isinstance(alternatives, list) or len(alternatives) != top:
+            count = len(alternatives) if isinstance(alternatives, list) else _short(alternatives, 60)
+            problems.append(f"{where} has {count} top_logprobs, {top} were asked")
+            continue
+        pairs = [(alt.get("token"), alt.get("logprob")) for alt in alternatives if isinstance(alt, dict)]
+        if len(pairs) != top or not all(isinstance(token, str) and _is_logprob(lp) for token, lp in pairs):
+            problems.append(f"{where}: a top_logprobs item lacks a string token or a logprob <= 0: "
+                            f"{_short(alternatives, 160)}")
+        elif len(set(pairs)) < len(pairs):
+            problems.append(f"{where}: top_logprobs repeats a token: {_short(alternatives, 160)}")
+    return problems

@@ -17,6 +17,7 @@ from engine_acceptance.failure_categories import failure_category
 pytestmark = pytest.mark.e2e
 
 SELECTION = "structured_outputs or error_codes or sampling"
+# The cases of invalid values (a request error); "image-url-unreachable" is a media refusal, apart.
 ERROR_CASES = ("temperature-below-zero", "n-zero", "max-tokens-zero", "unknown-model", "message-without-role",
                "tool-result-without-call", "prompt-over-context")
 
@@ -33,6 +34,7 @@ def _every_case(test: str) -> set[str]:
 STATUS = "test_invalid_request_is_refused_with_4xx"
 BODY = "test_refusal_has_an_error_body_that_names_the_problem"
 STRUCTURED = "test_structured_outputs.py::"
+LOGPROBS = "test_logprobs_have_one_entry_per_token_with_k_distinct_alternatives"
 EXPECTED_FAILURES = {
     "ignore-response-format": _both(f"{STRUCTURED}test_json_schema_reply_is_json_that_fits_the_schema")
     | _both(f"{STRUCTURED}test_json_object_reply_is_a_json_object")
@@ -49,6 +51,12 @@ EXPECTED_FAILURES = {
         _both("test_sampling.py::test_max_tokens_ends_the_reply_with_length_at_exactly_that_many_tokens")
     | _both("test_sampling.py::test_n_choices_are_indexed_and_usage_counts_them_all"),
     "n-ignored": _both("test_sampling.py::test_n_choices_are_indexed_and_usage_counts_them_all"),
+    "top-logprobs-duplicated": _both(f"test_sampling.py::{LOGPROBS}"),
+    # The deltas' entries are right; only the stream's finish chunk repeats them.
+    "stream-logprobs-repeated": {f"test_sampling.py::{LOGPROBS}[streamed]"},
+    # Of the error cases, only an image the engine cannot fetch is a media refusal.
+    "media-500": {f"test_error_codes.py::{STATUS}[{mode}-image-url-unreachable]"
+                  for mode in ("non-streamed", "streamed")},
 }
 
 
@@ -103,3 +111,20 @@ def test_an_engine_that_refuses_response_format_skips_the_structured_checks_in_i
     assert result.ret == 1 and "no check ran" in result.stdout.str(), result.stdout.str()[-3000:]
     result.stdout.fnmatch_lines(["*not served by the engine: HTTP 400: response_format 'json_schema' is not "
                                  "supported: this server has no structured-output backend*"])
+
+
+def test_a_seed_that_does_not_repeat_is_a_warning_not_a_failure(pytester: pytest.Pytester) -> None:
+    result, outcomes = run_suite(pytester, "-m", "sampling", "-k", "seed", "--inject", "seed-ignored")
+    assert result.ret == 0 and outcomes and set(outcomes.values()) == {"passed"}, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines(["*ObservationWarning: seed 1234 at temperature 1.0 gave two different replies*"])
+
+
+def test_an_image_the_engine_cannot_fetch_is_asked_only_where_images_are_served(pytester: pytest.Pytester) -> None:
+    # A model no profile names: what it serves is discovered, and image input is not.
+    result, outcomes = run_suite(pytester, "-m", "error_codes", "-k", "unreachable or keeps_serving",
+                                 "--reference-model=acme-chat-7b", "--reference-serves=text-only")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    unreachable = {test: outcome for test, outcome in outcomes.items() if "unreachable" in test}
+    assert len(unreachable) == 4 and set(unreachable.values()) == {"skipped"}, outcomes
+    assert outcomes["test_error_codes.py::test_engine_keeps_serving_after_invalid_requests"] == "passed", outcomes
+    result.stdout.fnmatch_lines(["*skipped: not served by the engine: *acme-chat-7b is not a multimodal model*"])
