@@ -32,13 +32,14 @@ __all__ = ["CAPABILITIES", "MARKER_CAPABILITIES", "CapabilityPlan", "CapabilityR
 
 # The vocabulary of model profiles, in the order of the test plan.
 CAPABILITIES = ("text", "streaming", "reasoning", "thinking_modes", "reasoning_effort", "tools", "code", "image",
-                "video", "long_context", "structured_outputs")
+                "video", "long_context", "structured_outputs", "responses")
 # Checks that carry no requires(...) test the capability of their marker.
 MARKER_CAPABILITIES = {"text": "text", "streaming": "streaming", "tools": "tools", "code_exec": "code",
                        "image": "image", "video": "video", "recall": "long_context", "recall_1m": "long_context",
                        "structured_outputs": "structured_outputs",
                        # The error-code and sampling contracts hold for every chat deployment: text's checks.
-                       "error_codes": "text", "sampling": "text"}
+                       "error_codes": "text", "sampling": "text",
+                       "responses": "responses"}
 # Served by every OpenAI-compatible chat server the suite can reach at all, or a task of the text itself.
 ALWAYS_TESTED = {
     "text": "every OpenAI-compatible server answers chat completions (readiness listed the model)",

@@ -33,7 +33,8 @@ CONVENTIONS = ("vllm", "sglang")
 # --reference-serves values: what the built-in engine then does not serve (launcher keyword).
 REFERENCE_LIMITS = {"text-only": ("text_only", True), "no-tool-parser": ("tool_parser", False),
                     "no-tokenize": ("tokenize", False), "no-reasoning": ("reasoning", False),
-                    "no-structured-outputs": ("structured_outputs", False)}
+                    "no-structured-outputs": ("structured_outputs", False),
+                    "no-responses": ("responses", False)}
 
 
 def engine_url(raw: str) -> str:

@@ -4,7 +4,7 @@
         [--api-key K] [--inject DEFECT ...] [--model NAME] [--max-model-len N]
         [--ttft-ms MS] [--tpot-ms MS] [--prefill-ms-per-1k MS] [--batch-slowdown F]
         [--stream-chunk-tokens N] [--text-only] [--no-tool-parser] [--no-tokenize]
-        [--no-reasoning] [--no-structured-outputs]
+        [--no-reasoning] [--no-structured-outputs] [--no-responses]
     python -m engine_acceptance.reference_engine --export-tokenizer tokenizer.json
 
 Once bound it prints exactly one line to stdout, flushed, which the launcher
@@ -83,6 +83,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="Serve a model that never reasons, whatever the request asks")
     parser.add_argument("--no-structured-outputs", action="store_true",
                         help="No structured-output backend: a json_schema or json_object response_format gets a 400")
+    parser.add_argument("--no-responses", action="store_true",
+                        help="No Responses API: POST /v1/responses answers 404 like a server without it")
     parser.add_argument("--access-log", action="store_true", help="Log every request to stderr")
     parser.add_argument("--export-tokenizer", metavar="PATH", default=None,
                         help="Write the engine's tokenizer.json to PATH and exit (for --tokenizer PATH)")
@@ -147,6 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             tokenize=not args.no_tokenize,
             reasoning=not args.no_reasoning,
             structured_outputs=not args.no_structured_outputs,
+            responses=not args.no_responses,
         )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)

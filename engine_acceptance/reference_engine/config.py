@@ -79,6 +79,8 @@ class ReferenceEngineConfig:
     reasoning: bool = True
     # A server without a structured-output backend refuses response_format json_schema/json_object (400).
     structured_outputs: bool = True
+    # A server without the Responses API answers POST /v1/responses with 404 Not Found.
+    responses: bool = True
 
     def __post_init__(self) -> None:
         if self.convention not in CONVENTIONS:

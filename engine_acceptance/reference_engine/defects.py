@@ -125,6 +125,24 @@ DEFECTS: dict[str, str] = {
         " twice as many entries as tokens"
     ),
     "seed-ignored": "a sampled chat request's seed is ignored: the same seed twice gives different replies",
+    # The Responses API (issue 15): /v1/responses.
+    "responses-bad-usage": "responses: usage.total_tokens = input_tokens + output_tokens + 1, streamed and not",
+    "responses-events-out-of-order": (
+        "responses, streamed: the message's response.output_item.added is sent after its first"
+        " response.output_text.delta"
+    ),
+    "responses-completed-text-truncated": (
+        "responses, streamed: the message in response.completed holds only the last output_text delta, while the"
+        " deltas and output_text.done carry the whole text (vLLM PR 30223)"
+    ),
+    "responses-call-id-changed": (
+        "responses, streamed: the function_call items of the stream carry one call_id and response.completed"
+        " another (vLLM PR 47916)"
+    ),
+    "responses-reasoning-in-output": (
+        "responses: no reasoning item; the reasoning is written into the message's output_text inside"
+        " <think>...</think>, streamed and not"
+    ),
     # Transport faults (stalls, resets, 503 storms, huge replies, ...): applied by faults.FaultInjector.
     **FAULTS,
 }
@@ -369,3 +387,55 @@ class DefectHooks:
             if isinstance(item.facts, ImageFacts) and item.facts.pure else item
             for item in media
         )
+
+    # --- Responses API ------------------------------------------------------------------
+
+    def responses_usage(self, usage: dict[str, Any]) -> dict[str, Any]:
+        """The usage of a response, streamed and not."""
+        if "responses-bad-usage" in self.active:
+            return {**usage, "total_tokens": usage["total_tokens"] + 1}
+        return usage
+
+    def responses_items(self, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """A response's output items, before they are sent streamed or not."""
+        if "responses-reasoning-in-output" not in self.active:
+            return items
+        reasoning = [item["content"][0]["text"] for item in items if item["type"] == "reasoning" and item["content"]]
+        if not reasoning:
+            return items
+        leaked = f"{THINK_OPEN}\n{''.join(reasoning)}\n{THINK_CLOSE}\n\n"
+        kept = []
+        for item in items:
+            if item["type"] == "reasoning":
+                continue
+            if item["type"] == "message" and item["content"]:
+                part = item["content"][0]
+                item = {**item, "content": [{**part, "text": leaked + part["text"]}]}
+            kept.append(item)
+        return kept
+
+    def responses_final_output(self, items: list[dict[str, Any]], events: list[dict[str, Any]]
+                               ) -> list[dict[str, Any]]:
+        """The output of a streamed response's response.completed, given the items and the events sent."""
+        if "responses-completed-text-truncated" in self.active:
+            deltas = [e["delta"] for e in events if e["type"] == "response.output_text.delta"]
+            items = [{**item, "content": [{**item["content"][0], "text": deltas[-1]}]}
+                     if item["type"] == "message" and item["content"] and deltas else item for item in items]
+        if "responses-call-id-changed" in self.active:
+            items = [{**item, "call_id": f"call_{os.urandom(16).hex()}"} if item["type"] == "function_call" else item
+                     for item in items]
+        return items
+
+    def responses_stream_events(self, events: list[Any]) -> list[Any]:
+        """The events of a streamed response, in the order sent (each has an ``event`` dict)."""
+        if "responses-events-out-of-order" not in self.active:
+            return events
+        added = next((i for i, e in enumerate(events) if e.event["type"] == "response.output_item.added"
+                      and e.event["item"]["type"] == "message"), None)
+        first = next((i for i, e in enumerate(events) if e.event["type"] == "response.output_text.delta"), None)
+        if added is None or first is None:
+            return events
+        moved = list(events)
+        event = moved.pop(added)
+        moved.insert(first, event)  # the delta moved up by one: the item is announced after it
+        return moved

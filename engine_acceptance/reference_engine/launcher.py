@@ -101,6 +101,7 @@ def start_reference_engine(
     tokenize: bool = True,
     reasoning: bool = True,
     structured_outputs: bool = True,
+    responses: bool = True,
     host: str = "127.0.0.1",
     startup_timeout: float = 30.0,
     log_dir: str | os.PathLike[str] | None = None,
@@ -136,6 +137,8 @@ def start_reference_engine(
         command += ["--no-reasoning"]
     if not structured_outputs:
         command += ["--no-structured-outputs"]
+    if not responses:
+        command += ["--no-responses"]
 
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [_IMPORT_ROOT, env.get("PYTHONPATH")]))

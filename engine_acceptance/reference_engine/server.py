@@ -38,6 +38,7 @@ from .protocol import (
     parse_tokenize_request,
 )
 from .prometheus import metrics_handler
+from . import responses_api
 from .responder import decide_thinking, respond
 from .tools import (
     generate_tool_calls,
@@ -63,7 +64,7 @@ CLIENT_MAX_SIZE = 256 * 1024 * 1024
 # does not stall every other stream on the event loop.
 OFFLOAD_BYTES = 256 * 1024
 HEALTH_PATHS = ("/health",)
-GENERATION_PATHS = frozenset({"/v1/chat/completions", "/v1/completions"})
+GENERATION_PATHS = frozenset({"/v1/chat/completions", "/v1/completions", responses_api.PATH})
 ARRIVED_AT = web.RequestKey("arrived_at", float)
 
 T = TypeVar("T")
@@ -186,6 +187,10 @@ class ReferenceEngine:
         )
 
     # --- chat ----------------------------------------------------------------------
+
+    def prepare_chat(self, body: dict[str, Any]) -> tuple[ChatRequest, int, list[Generation]]:
+        """The chat request `body` parsed, its prompt tokens and its choices generated (defects applied)."""
+        return self._prepare_chat(body)
 
     def _prepare_chat(self, body: dict[str, Any]) -> tuple[ChatRequest, int, list[Generation]]:
         try:
@@ -352,6 +357,11 @@ class ReferenceEngine:
             log.debug("client left during chat stream %s", request_id)
         return stream.response
 
+    # --- responses ----------------------------------------------------------------------
+
+    async def responses(self, request: web.Request) -> web.StreamResponse:
+        return await responses_api.create_response(self, request, request.get(ARRIVED_AT))
+
     # --- completions ------------------------------------------------------------------
 
     def _prepare_completion(self, body: dict[str, Any]) -> tuple[CompletionRequest, int, list[Generation]]:
@@ -507,4 +517,8 @@ def build_app(config: ReferenceEngineConfig) -> web.Application:
         app.router.add_route("*", "/detokenize", engine.no_such_route)
     app.router.add_get("/tokenizer.json", engine.tokenizer_json)
     app.router.add_get("/metrics", metrics_handler(engine))
+    if config.responses:
+        app.router.add_post(responses_api.PATH, engine.responses)
+    else:
+        app.router.add_route("*", responses_api.PATH, engine.no_such_route)
     return app

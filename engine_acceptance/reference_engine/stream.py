@@ -104,6 +104,12 @@ class EventStream:
             obj = {**obj, "engine_sent_at": time.monotonic()}
         await self._write(f"data: {dump_json(obj)}\n\n")
 
+    async def send_named(self, name: str, obj: Any) -> None:
+        """An event with an ``event:`` line, as the Responses API streams them."""
+        if self.stamp:
+            obj = {**obj, "engine_sent_at": time.monotonic()}
+        await self._write(f"event: {name}\ndata: {dump_json(obj)}\n\n")
+
     async def finish(self, *, send_done: bool) -> None:
         if send_done:
             await self._write("data: [DONE]\n\n")

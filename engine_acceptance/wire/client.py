@@ -457,8 +457,9 @@ def _judge_success(exchange: Exchange) -> None:
         return
     body = exchange.body
     # Both error shapes: {"error": {...}} and the older flat {"object": "error", ...}.
+    # A null error is none: the Responses API's response object carries "error": null.
     if not exchange.stream and isinstance(body, dict) and "choices" not in body and (
-            "error" in body or body.get("object") == "error"):
+            body.get("error") is not None or body.get("object") == "error"):
         exchange.reply = None
         exchange.error_kind = "protocol"
         exchange.error = f"HTTP {exchange.status} with an error body instead of a reply: {_short(body)}"

@@ -60,7 +60,9 @@ __all__ = [
     "SwitchTrial",
     "ThinkingSwitch",
     "STRUCTURED_PROBE_SCHEMA",
+    "RESPONSES_PATH",
     "classify_exchange",
+    "classify_responses",
     "classify_structured",
     "classify_tokenize",
     "discover",
@@ -69,7 +71,8 @@ __all__ = [
 
 CAPABILITY_STATES = ("served", "not_served", "broken", "not_probed")
 # The model profiles' vocabulary, in the order of the capability table.
-CAPABILITIES = ("tools", "image", "video", "reasoning", "thinking_modes", "tokenize", "structured_outputs")
+CAPABILITIES = ("tools", "image", "video", "reasoning", "thinking_modes", "tokenize", "structured_outputs",
+                "responses")
 # Enough for a reasoning model to start reasoning and for any model to answer a word;
 # small enough that the whole discovery costs a few dozen tokens per probe.
 PROBE_MAX_TOKENS = 32
@@ -120,6 +123,8 @@ _STRUCTURED_PROMPT = "Is the sky blue? Answer as JSON."
 # The smallest schema that tells a constrained reply from free text: `{"ok": true}` is a few tokens.
 STRUCTURED_PROBE_SCHEMA: dict[str, Any] = {"type": "object", "properties": {"ok": {"type": "boolean"}},
                                            "required": ["ok"], "additionalProperties": False}
+RESPONSES_PATH = "/v1/responses"
+_RESPONSES_INPUT = "Say hello."
 
 
 @dataclass(frozen=True)
@@ -383,6 +388,33 @@ async def _probe_structured(chat: SdkChatClient, max_tokens: int) -> Probe:
     return Probe("structured_outputs", state, evidence)
 
 
+def classify_responses(exchange: Exchange) -> tuple[str, str]:
+    """(state, evidence) of the Responses API probe.
+
+    A server without the endpoint answers 404 (vLLM and SGLang are FastAPI apps: "Not Found")
+    or 405: not served, in its words. Served: a 2xx whose body is a response object with an
+    output list. Anything else (a 5xx, a 200 that is not a response) is broken: the checks
+    run and say what is wrong.
+    """
+    outcome = _refusal_or_fault(exchange)
+    if outcome is not None:
+        state, evidence = outcome
+        return state, _cap(f"POST {RESPONSES_PATH}: {evidence}")
+    body = exchange.body
+    if not isinstance(body, dict) or body.get("object") != "response" or not isinstance(body.get("output"), list):
+        return "broken", _cap(f"POST {RESPONSES_PATH}: HTTP {exchange.status} without a response object: "
+                              f"{_body_text(exchange)}")
+    kinds = ", ".join(str(item.get("type")) for item in body["output"] if isinstance(item, dict)) or "no items"
+    return "served", _cap(f"POST {RESPONSES_PATH}: HTTP {exchange.status}: status {body.get('status')!r}, "
+                          f"output {kinds}")
+
+
+async def _probe_responses(raw: RawStreamingClient, model: str, max_tokens: int) -> Probe:
+    body = {"model": model, "input": _RESPONSES_INPUT, "max_output_tokens": max_tokens, "temperature": 0}
+    state, evidence = classify_responses(await raw.post(RESPONSES_PATH, body, stream=False))
+    return Probe("responses", state, evidence)
+
+
 def _fields_text(fields: Mapping[str, Any], prefix: str = "") -> str:
     """``chat_template_kwargs.enable_thinking=false`` for a switch's request fields."""
     parts = []
@@ -521,6 +553,7 @@ async def discover(target: EngineTarget, engine_profile: EngineProfile, *, adver
             _probe_reasoning(chat, max_tokens),
             _probe_tokenize(raw, target.model, tokenize_endpoint),
             _probe_structured(chat, max_tokens),
+            _probe_responses(raw, target.model, max_tokens),
         ]
         if video_type:
             probes.append(_probe_media(chat, "video", video_type, _smallest_media(media_dir, "video", containers),

@@ -28,6 +28,7 @@ from engine_acceptance.wire.discovery import (
     Probe,
     SwitchTrial,
     classify_exchange,
+    classify_responses,
     classify_structured,
     classify_tokenize,
     discover,
@@ -159,6 +160,18 @@ def test_engine_without_structured_outputs_refuses_response_format_in_its_words(
         "structured_outputs", "not_served",
         "HTTP 400: response_format 'json_schema' is not supported: this server has no structured-output backend")
     assert states(discovery)["tools"] == "served"
+
+
+def test_engine_without_the_responses_api_answers_404_in_its_words(engines: Engines) -> None:
+    discovery = run_discovery(engines, responses=False)
+    assert discovery.probes["responses"] == Probe("responses", "not_served", "POST /v1/responses: HTTP 404: Not Found")
+    assert states(discovery)["tools"] == "served"
+
+
+def test_the_responses_probe_reads_the_reference_engines_response(engines: Engines) -> None:
+    probe = run_discovery(engines).probes["responses"]
+    # The reference model reasons first; 32 tokens cut it: incomplete, still a response object.
+    assert probe.state == "served" and probe.evidence.startswith("POST /v1/responses: HTTP 200: status "), probe
 
 
 def test_a_response_format_answered_with_free_text_is_broken_structured_outputs(engines: Engines) -> None:
@@ -372,3 +385,25 @@ def test_unprobed_capability_reads_as_not_probed() -> None:
     discovery = Discovery(probes={}, advertised_context=None, elapsed_s=0.0)
     assert discovery.state("image") == "not_probed" and not discovery.served("image")
     assert discovery.settings("image") == {}
+
+
+@pytest.mark.parametrize(
+    ("made", "state", "evidence"),
+    [
+        pytest.param(exchange(200, {"object": "response", "status": "incomplete", "output": [
+            {"type": "reasoning"}, {"type": "message"}]}), "served",
+            "POST /v1/responses: HTTP 200: status 'incomplete', output reasoning, message", id="response"),
+        pytest.param(exchange(200, {"object": "response", "status": "completed", "output": []}), "served",
+                     "POST /v1/responses: HTTP 200: status 'completed', output no items", id="no-items"),
+        pytest.param(exchange(404, {"detail": "Not Found"}), "not_served", "POST /v1/responses: HTTP 404: Not Found",
+                     id="404"),
+        pytest.param(exchange(405, {"detail": "Method Not Allowed"}), "not_served",
+                     "POST /v1/responses: HTTP 405: Method Not Allowed", id="405"),
+        pytest.param(exchange(200, {"choices": []}), "broken",
+                     'POST /v1/responses: HTTP 200 without a response object: {"choices": []}', id="not-a-response"),
+        pytest.param(exchange(500, {"error": {"message": "boom"}}), "broken", "POST /v1/responses: HTTP 500: boom",
+                     id="500"),
+    ],
+)
+def test_classify_responses(made: Exchange, state: str, evidence: str) -> None:
+    assert classify_responses(made) == (state, evidence)
