@@ -42,6 +42,7 @@ MARKERS = (
     "auth: API key handling (TEST-PLAN 9)",
     "soak: mixed-traffic soak, off unless --soak-minutes is given (seed 001)",
     "requires(*capabilities): skip unless the deployment serves every capability named",
+    "wire: the raw stream: role, usage and finish_reason chunks, tool-call indexes, UTF-8, framing (issue 15)",
 )
 # fixtures/*.py: pytest fixture modules, registered as plugins by file, so they are found
 # the same way in a checkout and in an installed wheel.
