@@ -141,6 +141,10 @@ DEFECTS: dict[str, str] = {
         "a streamed chat reply is labelled Content-Type: application/json instead of text/event-stream"
         " (its body is still SSE)"
     ),
+    "tool-index-from-one": (
+        "streamed tool-call fragments are indexed from 1 (1, 2, ...): merged by index they still give the right"
+        " calls, but a client that fills an array by index gets a hole at 0"
+    ),
 }
 
 # The request fields whose invalid values the error-code contract checks (bad-params-500,
@@ -249,6 +253,9 @@ class DefectHooks:
         if "tool-stream-index-zero" in self.active:
             pieces = [dataclasses.replace(p, tool=dataclasses.replace(p.tool, index=0)) if p.tool else p
                       for p in pieces]
+        if "tool-index-from-one" in self.active:
+            pieces = [dataclasses.replace(p, tool=dataclasses.replace(p.tool, index=p.tool.index + 1)) if p.tool
+                      else p for p in pieces]
         if "reasoning-leak" not in self.active or not any(p.kind == "reasoning" for p in pieces):
             return pieces
         # The buggy parser believes reasoning already ended, so the raw generated
