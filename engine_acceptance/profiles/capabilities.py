@@ -39,7 +39,9 @@ MARKER_CAPABILITIES = {"text": "text", "streaming": "streaming", "tools": "tools
                        "structured_outputs": "structured_outputs",
                        # The error-code and sampling contracts hold for every chat deployment: text's checks.
                        "error_codes": "text", "sampling": "text",
-                       "responses": "responses"}
+                       "responses": "responses",
+                       # The wire checks read streams (the tool-call one also requires tools).
+                       "wire": "streaming"}
 # Served by every OpenAI-compatible chat server the suite can reach at all, or a task of the text itself.
 ALWAYS_TESTED = {
     "text": "every OpenAI-compatible server answers chat completions (readiness listed the model)",

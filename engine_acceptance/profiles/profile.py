@@ -75,6 +75,12 @@ class EngineProfile:
         """How a refusal's body is shaped: ``nested`` (OpenAI's, the default) or ``flat`` (SGLang's)."""
         return self.features.get("error_shape") or "nested"
 
+    @property
+    def continuous_usage_stats(self) -> str | None:
+        """Which stream chunks ``stream_options.continuous_usage_stats`` gives usage: ``every_chunk`` (vLLM),
+        ``output_chunks`` (SGLang), or None when the engine does not offer it."""
+        return self.features.get("continuous_usage_stats") or None
+
 
 @dataclass(frozen=True)
 class ModelProfile:

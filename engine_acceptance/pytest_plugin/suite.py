@@ -43,6 +43,7 @@ MARKERS = (
     "soak: mixed-traffic soak, off unless --soak-minutes is given (seed 001)",
     "requires(*capabilities): skip unless the deployment serves every capability named",
     "responses: the Responses API, /v1/responses, where served (issue 15)",
+    "wire: the raw stream: role, usage and finish_reason chunks, tool-call indexes, UTF-8, framing (issue 15)",
 )
 # fixtures/*.py: pytest fixture modules, registered as plugins by file, so they are found
 # the same way in a checkout and in an installed wheel.

@@ -62,6 +62,9 @@ class Convention:
     detokenize_field: str
     # Prefix of tool-call ids: vLLM "chatcmpl-tool-<hex>", SGLang "call_<hex>".
     tool_call_id_prefix: str = "call_"
+    # Which chunks stream_options.continuous_usage_stats gives usage: vLLM "every_chunk" (the role
+    # chunk, each output chunk, each finish chunk); SGLang "output_chunks" (reasoning, content, tool calls).
+    continuous_usage: str = "every_chunk"
 
     def error_body(
         self, message: str, *, err_type: str, status: int, param: str | None = None
@@ -115,6 +118,7 @@ CONVENTIONS: dict[str, Convention] = {
         chunk_usage_null=True,
         empty_tool_calls=None,
         detokenize_field="text",
+        continuous_usage="output_chunks",
     ),
 }
 

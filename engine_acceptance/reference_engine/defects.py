@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 MEDIA_CRASH_EXIT_CODE = 70
 
 __all__ = ["CONTRACT_PARAMS", "DEFECTS", "MEDIA_CRASH_EXIT_CODE", "DefectHooks", "UnknownDefectError",
-           "validate_defects"]
+           "decode_each_byte", "validate_defects"]
 
 DEFECTS: dict[str, str] = {
     "reasoning-leak": (
@@ -145,6 +145,34 @@ DEFECTS: dict[str, str] = {
     ),
     # Transport faults (stalls, resets, 503 storms, huge replies, ...): applied by faults.FaultInjector.
     **FAULTS,
+    # The wire, read raw (issue 15): what a streamed chat completion's chunks, bytes and headers say.
+    "no-role-first-chunk": (
+        "streamed chat: the first chunk of each choice carries no role (an empty delta); the role comes with"
+        " the first piece of output instead"
+    ),
+    "usage-on-finish-chunk": (
+        "streamed chat with stream_options.include_usage: usage is attached to the finish_reason chunk (choices"
+        " not empty) and no final usage chunk with empty choices is sent"
+    ),
+    "no-continuous-usage": (
+        "stream_options.continuous_usage_stats is accepted and ignored: usage comes only in the final chunk"
+    ),
+    "finish-reason-twice": (
+        "streamed chat: each choice's last output chunk already carries its finish_reason, and the finish chunk"
+        " repeats it"
+    ),
+    "split-char-replacement": (
+        "the detokenizer decodes each byte-fallback token alone, so a character the vocabulary lacks (an emoji,"
+        " four UTF-8 bytes, four tokens) becomes four U+FFFD in content and reasoning, streamed and not"
+    ),
+    "stream-content-type-json": (
+        "a streamed chat reply is labelled Content-Type: application/json instead of text/event-stream"
+        " (its body is still SSE)"
+    ),
+    "tool-index-from-one": (
+        "streamed tool-call fragments are indexed from 1 (1, 2, ...): merged by index they still give the right"
+        " calls, but a client that fills an array by index gets a hole at 0"
+    ),
 }
 
 # The request fields whose invalid values the error-code contract checks (bad-params-500,
@@ -231,6 +259,10 @@ class DefectHooks:
     def chat_generation(self, generation: Generation) -> Generation:
         """A chat reply, before it is rendered streamed or not."""
         generation = self._tool_call_defects(generation)
+        if "split-char-replacement" in self.active:
+            generation = dataclasses.replace(
+                generation, content=decode_each_byte(generation.content),
+                reasoning=None if generation.reasoning is None else decode_each_byte(generation.reasoning))
         if "empty-content" in self.active:
             return generation.with_content("")
         return generation
@@ -249,6 +281,9 @@ class DefectHooks:
         if "tool-stream-index-zero" in self.active:
             pieces = [dataclasses.replace(p, tool=dataclasses.replace(p.tool, index=0)) if p.tool else p
                       for p in pieces]
+        if "tool-index-from-one" in self.active:
+            pieces = [dataclasses.replace(p, tool=dataclasses.replace(p.tool, index=p.tool.index + 1)) if p.tool
+                      else p for p in pieces]
         if "reasoning-leak" not in self.active or not any(p.kind == "reasoning" for p in pieces):
             return pieces
         # The buggy parser believes reasoning already ended, so the raw generated
@@ -439,3 +474,33 @@ class DefectHooks:
         event = moved.pop(added)
         moved.insert(first, event)  # the delta moved up by one: the item is announced after it
         return moved
+
+    # --- the wire (issue 15) ------------------------------------------------------------
+
+    def role_in_first_chunk(self) -> bool:
+        """Whether each choice's first stream chunk carries the role (else it comes with the first output)."""
+        return "no-role-first-chunk" not in self.active
+
+    def usage_on_finish_chunk(self) -> bool:
+        """Whether include_usage's usage rides on the finish_reason chunk instead of a chunk of its own."""
+        return "usage-on-finish-chunk" in self.active
+
+    def honours_continuous_usage(self) -> bool:
+        """Whether stream_options.continuous_usage_stats puts usage in the stream's chunks."""
+        return "no-continuous-usage" not in self.active
+
+    def finish_reason_twice(self) -> bool:
+        """Whether a choice's last output chunk carries its finish_reason as well as the finish chunk."""
+        return "finish-reason-twice" in self.active
+
+    def stream_content_type(self, proper: str) -> str:
+        """The Content-Type of a streamed chat reply, whose `proper` one is text/event-stream."""
+        return "application/json" if "stream-content-type-json" in self.active else proper
+
+
+def decode_each_byte(text: str) -> str:
+    """`text` as a detokenizer that decodes each byte-fallback token alone writes it (vLLM issue 931,
+    SGLang issue 580): a character outside the vocabulary, here any of four UTF-8 bytes (emoji), is
+    four tokens of one byte, each U+FFFD. CJK characters are in the vocabulary, as in most tokenizers."""
+    return "".join(char.encode("utf-8").decode("ascii", "replace") if len(char.encode("utf-8")) == 4
+                   else char for char in text)

@@ -93,6 +93,10 @@ def generate_chat(
         ids = tokenizer.encode(prefix + answer[: at + len(matched)])
     ids, finish = _budget(ids, max_tokens)
     text = tokenizer.decode(i for i in ids if i != tokenizer.eos_token_id)
+    if finish == "length":
+        # Cut inside a multi-byte character: vLLM's and SGLang's detokenizers hold an incomplete UTF-8
+        # sequence back, so the reply ends before it (never with U+FFFD); the tokens still count.
+        text = text.rstrip("\ufffd")
     if hit is not None and finish == "stop" and not include_stop:
         text = text[: -len(hit[1])]
     if reasoning is None:

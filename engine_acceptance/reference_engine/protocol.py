@@ -237,6 +237,8 @@ class ChatRequest:
     media: tuple[SeenMedia, ...] = ()
     sampling: Sampling = Sampling()
     response_format: ResponseFormat | None = None
+    # stream_options.continuous_usage_stats (vLLM and SGLang): usage in the stream's chunks too.
+    continuous_usage: bool = False
 
 
 def _validate_content(content: Any, index: int, seen_media: list[SeenMedia] | None = None,
@@ -393,7 +395,17 @@ def parse_chat_request(
         media=tuple(seen_media),
         sampling=sampling,
         response_format=_response_format(body, served=config.structured_outputs),
+        continuous_usage=_continuous_usage(body),
     )
+
+
+def _continuous_usage(body: Mapping[str, Any]) -> bool:
+    """Whether a streamed request asks for usage in every chunk (vLLM: only together with include_usage)."""
+    options = _opt_dict(body, "stream_options") or {}
+    value = options.get("continuous_usage_stats")
+    if value is not None and not isinstance(value, bool):
+        raise _type_error("stream_options.continuous_usage_stats", "a boolean", value)
+    return bool(value)
 
 
 # --- completions -----------------------------------------------------------------------

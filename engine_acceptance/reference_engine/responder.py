@@ -2,7 +2,8 @@
 
 There is no table of the suite's prompts. The rules read the conversation the way a
 tiny model would: read the images and videos it was given (vision.py), compute an
-arithmetic expression, recall a codename given earlier, otherwise introduce itself in the language of the question. Each rule also writes a
+arithmetic expression, recall a codename given earlier, continue a text it is asked to
+continue (with emoji), otherwise introduce itself in the language of the question. Each rule also writes a
 short reasoning text (the reference model is a reasoning model), which is dropped
 when the request turns thinking off. New rules are functions added to `RULES`.
 """
@@ -223,6 +224,22 @@ def _arithmetic_rule(conv: Conversation, zh: bool) -> Said | None:
     return f"The user asks to compute {expr}. Working it out gives {value}.", value
 
 
+# --- continuing a text -------------------------------------------------------------
+
+_CONTINUE = re.compile(r"接着写|续写|继续写|continue (?:the|this) (?:text|story)", re.IGNORECASE)
+
+
+def _continuation_rule(conv: Conversation, zh: bool) -> Said | None:
+    # Continues in kind, emoji included: replies with 3- and 4-byte UTF-8 characters for the wire checks.
+    if not _CONTINUE.search(conv.question):
+        return None
+    if zh:
+        return ("用户要我接着写这段文字，我用同样的语气和表情符号续写。",
+                "蝴蝶飞进了花丛 🦋🌸，小猫也跟着跳了进去 🐱，大家都笑了 😄。")
+    return ("The user asks me to continue the text; I go on in the same tone, with emoji.",
+            "The butterfly flew into the flowers 🦋🌸, the cat jumped after it 🐱, and everyone laughed 😄.")
+
+
 # --- fallback --------------------------------------------------------------------
 
 def _introduction_rule(conv: Conversation, zh: bool) -> Said:
@@ -247,6 +264,7 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("code", code_rule),
     ("word_problem", word_problem_rule),
     ("arithmetic", _arithmetic_rule),
+    ("continuation", _continuation_rule),
     ("introduction", _introduction_rule),
 )
 

@@ -49,7 +49,7 @@ from .tools import (
     tool_call_pieces,
 )
 from .structured import structured_answer
-from .stream import BatchLoad, ClientGone, EventStream, Pacer, dump_json
+from .stream import EVENT_STREAM_TYPE, BatchLoad, ClientGone, EventStream, Pacer, dump_json
 from .tokenizer import ReferenceTokenizer, get_tokenizer
 from .vision import has_media_parts
 from . import wire
@@ -251,7 +251,8 @@ class ReferenceEngine:
         pacer = Pacer(self.config.latency, prompt_tokens, self.load, request.get(ARRIVED_AT))
         logprobs = self._logprobs(req, generations)
         if req.stream:
-            return await self._stream_chat(request, req, generations, usage, pacer, request_id, created, logprobs)
+            return await self._stream_chat(request, req, generations, usage, pacer, request_id, created,
+                                           prompt_tokens, logprobs)
         # The choices are generated together, one engine step per token.
         await pacer.reach(max(g.completion_tokens for g in generations))
         return _json_response(
@@ -291,20 +292,26 @@ class ReferenceEngine:
         pacer: Pacer,
         request_id: str,
         created: int,
+        prompt_tokens: int,
         logprobs: list[list[dict[str, Any]]] | None = None,
     ) -> web.StreamResponse:
+        hooks = self.hooks
+        # continuous_usage_stats counts with include_usage only (vLLM's include_continuous_usage).
+        continuous = (self.convention.continuous_usage if req.include_usage and req.continuous_usage
+                      and hooks.honours_continuous_usage() else None)
+        usage_on_finish = req.include_usage and continuous is None and hooks.usage_on_finish_chunk()
+        role_first = hooks.role_in_first_chunk()
         slicers = None if logprobs is None else [LogprobSlicer(entries) for entries in logprobs]
 
         def chunk(index: int, delta: dict[str, Any], finish_reason: str | None = None,
-                  tokens: int = 0) -> dict[str, Any]:
-            # Each delta carries the entries of the tokens it holds; the finish chunk the rest.
+                  running: dict[str, Any] | None = None, *, tokens: int = 0, final: bool = False) -> dict[str, Any]:
+            # Each delta carries the logprobs of the tokens it holds, the finish chunk (`final`) the rest;
+            # the role chunk holds no token: no logprobs, as vLLM sends it.
             entries = None
-            # The role chunk holds no token: no logprobs, as vLLM sends it.
-            if slicers is not None and (tokens or finish_reason is not None):
-                entries = slicers[index].take(tokens) if finish_reason is None else slicers[index].rest()
-                if finish_reason is not None:
-                    entries = self.hooks.final_stream_logprobs(entries, logprobs[index])
-            return wire.chat_chunk(
+            if slicers is not None and (tokens or final):
+                entries = slicers[index].take(tokens) if not final else hooks.final_stream_logprobs(
+                    slicers[index].rest(), logprobs[index])
+            body = wire.chat_chunk(
                 convention=self.convention,
                 request_id=request_id,
                 created=created,
@@ -314,13 +321,25 @@ class ReferenceEngine:
                 index=index,
                 logprobs=entries,
             )
+            if running is not None:
+                body["usage"] = running
+            return body
+
+        def running(tokens: int, *, output: bool) -> dict[str, Any] | None:
+            """One choice's usage so far, on the chunks the convention gives it (vLLM: every chunk; SGLang:
+            those with output). vLLM counts each choice's own tokens."""
+            if continuous is None or (continuous == "output_chunks" and not output):
+                return None
+            return self.usage(prompt_tokens, tokens)
 
         per_choice = [self._chat_pieces(generation) for generation in generations]
-        stream = await EventStream.open(request, close_connection=not self.hooks.sends_done(),
-                                        stamp=self.config.stamp_events, fault=self.faults.stream_writer(request))
+        stream = await EventStream.open(request, close_connection=not hooks.sends_done(),
+                                        stamp=self.config.stamp_events, fault=self.faults.stream_writer(request),
+                                        content_type=hooks.stream_content_type(EVENT_STREAM_TYPE))
         try:
             for index in range(len(generations)):
-                await stream.send(chunk(index, wire.chat_delta(self.convention, role="assistant", content="")))
+                delta = wire.chat_delta(self.convention, role="assistant" if role_first else None, content="")
+                await stream.send(chunk(index, delta, running=running(0, output=False)))
             produced = [0] * len(generations)
             # Round-robin over the choices: each advances one piece per engine step.
             for step in range(max((len(pieces) for pieces in per_choice), default=0)):
@@ -338,11 +357,20 @@ class ReferenceEngine:
                         delta = tool_call_delta(self.convention, piece)
                     else:
                         delta = wire.chat_delta(self.convention, content=piece.text)
-                    await stream.send(chunk(index, delta, tokens=piece.tokens))
+                    if step == 0 and not role_first:
+                        delta["role"] = "assistant"
+                    # finish-reason-twice: the last output chunk says it too.
+                    early = (generations[index].finish_reason
+                             if step == len(pieces) - 1 and hooks.finish_reason_twice() else None)
+                    await stream.send(chunk(index, delta, early, running(produced[index], output=True),
+                                            tokens=piece.tokens))
             await pacer.reach(max(max(produced), max(g.completion_tokens for g in generations)))
             for index, generation in enumerate(generations):
-                await stream.send(chunk(index, wire.chat_delta(self.convention), generation.finish_reason))
-            if req.include_usage:
+                final = (usage if usage_on_finish and index == len(generations) - 1
+                         else running(generation.completion_tokens, output=False))
+                await stream.send(chunk(index, wire.chat_delta(self.convention), generation.finish_reason, final,
+                                        final=True))
+            if req.include_usage and not usage_on_finish:
                 await stream.send(
                     wire.usage_chunk(
                         object_name="chat.completion.chunk",
@@ -352,7 +380,7 @@ class ReferenceEngine:
                         usage=usage,
                     )
                 )
-            await stream.finish(send_done=self.hooks.sends_done())
+            await stream.finish(send_done=hooks.sends_done())
         except ClientGone:
             log.debug("client left during chat stream %s", request_id)
         return stream.response

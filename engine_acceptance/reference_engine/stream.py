@@ -5,7 +5,10 @@ sleeps, so timing does not drift under load); with a batch slowdown the per-toke
 time grows with the number of requests generating at once (`BatchLoad`, counted by
 the server). `EventStream` writes `data: <json>`
 events and turns a client that went away into `ClientGone`, so one dropped
-connection ends one handler quietly instead of logging a traceback.
+connection ends one handler quietly instead of logging a traceback. An event that
+holds a multi-byte character is written in two parts cut inside that character, as
+vLLM's and SGLang's writes reach clients cut anywhere: the suite's clients must
+reassemble it (`split_inside_character`).
 """
 
 from __future__ import annotations
@@ -19,12 +22,23 @@ from aiohttp import web
 
 from .config import LatencyModel
 
-__all__ = ["BatchLoad", "ClientGone", "EventStream", "Pacer", "dump_json"]
+__all__ = ["EVENT_STREAM_TYPE", "BatchLoad", "ClientGone", "EventStream", "Pacer", "dump_json",
+           "split_inside_character"]
+
+EVENT_STREAM_TYPE = "text/event-stream; charset=utf-8"
 
 
 def dump_json(obj: Any) -> str:
     """Compact JSON with raw UTF-8, as pydantic's model_dump_json writes it."""
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
+
+
+def split_inside_character(data: bytes) -> tuple[bytes, ...]:
+    """`data` cut in two just after the lead byte of its first multi-byte UTF-8 character; whole without one."""
+    for at, byte in enumerate(data):
+        if byte >= 0xC0:  # 0b11xxxxxx: the lead byte of a 2- to 4-byte character
+            return data[: at + 1], data[at + 1:]
+    return (data,)
 
 
 class ClientGone(Exception):
@@ -76,10 +90,10 @@ class EventStream:
 
     @classmethod
     async def open(cls, request: web.Request, *, close_connection: bool = False, stamp: bool = False,
-                   fault: Any = None) -> EventStream:
+                   fault: Any = None, content_type: str = EVENT_STREAM_TYPE) -> EventStream:
         response = web.StreamResponse(
             status=200,
-            headers={"Content-Type": "text/event-stream; charset=utf-8", "Cache-Control": "no-cache"},
+            headers={"Content-Type": content_type, "Cache-Control": "no-cache"},
         )
         if close_connection:
             # Decided before the headers go out, so the client sees Connection: close.
@@ -95,7 +109,8 @@ class EventStream:
             if self.fault is not None:
                 await self.fault.write(self.response, payload.encode("utf-8"))
             else:
-                await self.response.write(payload.encode("utf-8"))
+                for part in split_inside_character(payload.encode("utf-8")):
+                    await self.response.write(part)
         except ConnectionError as exc:
             raise ClientGone from exc
 

@@ -133,6 +133,8 @@ class Exchange:
     bytes_received: int = 0
     headers_after_s: float | None = None
     last_byte_after_s: float | None = None
+    # Response headers, names lower-cased (the raw client keeps them: the wire checks read Content-Type).
+    headers: dict[str, str] = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -405,6 +407,7 @@ class RawStreamingClient:
             async with silence, self._session.request(method, url, json=body, headers=all_headers) as response:
                 exchange.status = response.status
                 exchange.headers_after_s = time.monotonic() - started
+                exchange.headers = {name.lower(): value for name, value in response.headers.items()}
                 _began(silence, stream, idle)
                 is_sse = response.content_type == "text/event-stream"
                 async for chunk in response.content.iter_any():
