@@ -26,6 +26,7 @@ from engine_acceptance.profiles.sources import SHIPPED, ProfileError, data_files
 
 __all__ = [
     "DATA_ROOT",
+    "METRIC_GAUGES",
     "PROFILES_DIR",
     "SCHEMAS_DIR",
     "EngineProfile",
@@ -44,6 +45,8 @@ PROFILES_DIR = SHIPPED.models.parent
 SCHEMAS_DIR = DATA_ROOT / "schemas"
 # The kind of profile each folder holds, as messages name it.
 _KIND_OF = {"models": "model", "engines": "engine"}
+# The gauges an engine profile may name under features.metric_names.
+METRIC_GAUGES = ("running", "waiting", "kv_cache_usage")
 
 
 @dataclass(frozen=True)
@@ -74,6 +77,13 @@ class EngineProfile:
     def error_shape(self) -> str:
         """How a refusal's body is shaped: ``nested`` (OpenAI's, the default) or ``flat`` (SGLang's)."""
         return self.features.get("error_shape") or "nested"
+
+    def metric_names(self, gauge: str) -> tuple[str, ...]:
+        """The names a Prometheus gauge (``running``, ``waiting``, ``kv_cache_usage``) is served under,
+        newest first; empty when the profile names none."""
+        if gauge not in METRIC_GAUGES:
+            raise ValueError(f"unknown gauge {gauge!r}; known: {', '.join(METRIC_GAUGES)}")
+        return tuple((self.features.get("metric_names") or {}).get(gauge, ()))
 
 
 @dataclass(frozen=True)
