@@ -117,6 +117,16 @@ DEFECTS: dict[str, str] = {
     "n-ignored": "chat n > 1 is accepted but only one choice is generated, and usage counts one",
     # Transport faults (stalls, resets, 503 storms, huge replies, ...): applied by faults.FaultInjector.
     **FAULTS,
+    # Cancellation (issue 15): what the engine does when a client disconnects.
+    "disconnect-keeps-generating": (
+        "a request whose client disconnected is not aborted: it goes on generating to its end (max_tokens when it"
+        " asked ignore_eos), counted running and holding its KV cache until then (a leaked request, as when an"
+        " engine never hears of the disconnect)"
+    ),
+    "disconnect-wedge": (
+        "after a client disconnects mid-stream the engine stops answering new chat requests: they are accepted,"
+        " counted waiting, and never answered (the disconnected requests themselves are freed)"
+    ),
 }
 
 # The request fields whose invalid values the error-code contract checks (bad-params-500,
@@ -339,3 +349,13 @@ class DefectHooks:
             if isinstance(item.facts, ImageFacts) and item.facts.pure else item
             for item in media
         )
+
+    # --- cancellation -------------------------------------------------------------------
+
+    def keeps_generating_after_disconnect(self) -> bool:
+        """Whether a request whose client left runs on to its end instead of being aborted."""
+        return "disconnect-keeps-generating" in self.active
+
+    def wedges_after_mid_stream_disconnect(self) -> bool:
+        """Whether a client leaving mid-stream stops the engine from answering new chat requests."""
+        return "disconnect-wedge" in self.active
