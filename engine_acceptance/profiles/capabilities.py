@@ -38,7 +38,9 @@ MARKER_CAPABILITIES = {"text": "text", "streaming": "streaming", "tools": "tools
                        "image": "image", "video": "video", "recall": "long_context", "recall_1m": "long_context",
                        "structured_outputs": "structured_outputs",
                        # The error-code and sampling contracts hold for every chat deployment: text's checks.
-                       "error_codes": "text", "sampling": "text"}
+                       "error_codes": "text", "sampling": "text",
+                       # Clients leave streams mid-way (and non-streamed requests): streaming's checks.
+                       "cancellation": "streaming"}
 # Served by every OpenAI-compatible chat server the suite can reach at all, or a task of the text itself.
 ALWAYS_TESTED = {
     "text": "every OpenAI-compatible server answers chat completions (readiness listed the model)",

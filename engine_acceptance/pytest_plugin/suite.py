@@ -42,6 +42,7 @@ MARKERS = (
     "auth: API key handling (TEST-PLAN 9)",
     "soak: mixed-traffic soak, off unless --soak-minutes is given (seed 001)",
     "requires(*capabilities): skip unless the deployment serves every capability named",
+    "cancellation: clients that disconnect leave the engine serving and free what they held (issue 15)",
 )
 # fixtures/*.py: pytest fixture modules, registered as plugins by file, so they are found
 # the same way in a checkout and in an installed wheel.

@@ -25,6 +25,7 @@ __all__ = ["CAPABILITIES", "COVERS_PROPERTY", "CheckOutcome", "GateCollector"]
 CAPABILITIES = (
     "text", "streaming", "thinking", "tools", "code_exec", "image", "video", "corrupt_media",
     "structured_outputs", "error_codes", "sampling", "throughput", "recall", "recall_1m", "auth", "soak",
+    "cancellation",
 )
 # The user property (set at collection) naming the capabilities a check tests; any other
 # user property a check records is a figure for gate.json.

@@ -66,7 +66,7 @@ def _url(target: EngineTarget) -> str:
 
 
 async def _cut_one(session: aiohttp.ClientSession, target: EngineTarget, body: dict[str, Any], index: int,
-                   after_events: int) -> Cut:
+                   after_events: int, ready: asyncio.Event, close: asyncio.Event) -> Cut:
     idle = target.timeouts.idle
     events = 0
     status: int | None = None
@@ -88,7 +88,11 @@ async def _cut_one(session: aiohttp.ClientSession, target: EngineTarget, body: d
                     return Cut(index, status, events, problem=f"the stream ended after {events} event(s), before "
                                                               f"the cut after {after_events}")
                 events += sum(1 for event in parser.feed(chunk, time.monotonic()) if not event.is_done)
+            # Every stream is open and generating: the caller looks at the engine, then all are closed at once.
+            ready.set()
+            await close.wait()
         finally:
+            ready.set()
             # Closing a response before its end closes its connection: the disconnect.
             response.close()
         return Cut(index, status, events, closed_at=time.monotonic())
@@ -101,16 +105,28 @@ async def _cut_one(session: aiohttp.ClientSession, target: EngineTarget, body: d
         return Cut(index, status, events, problem=f"{type(exc).__name__}: {exc}")
 
 
-async def cut_mid_stream(target: EngineTarget, body: dict[str, Any], *, count: int, after_events: int) -> list[Cut]:
-    """Open ``count`` streams of ``body`` at once; close each abruptly after ``after_events`` events."""
+async def cut_mid_stream(target: EngineTarget, body: dict[str, Any], *, count: int, after_events: int,
+                         while_open: Callable[[], Awaitable[Any]] | None = None) -> list[Cut]:
+    """Open ``count`` streams of ``body`` at once; once each has ``after_events`` events (or failed),
+    await ``while_open()`` (a look at the engine while they generate), then close them all abruptly."""
     async with _session(target) as session:
-        return list(await asyncio.gather(*(_cut_one(session, target, {**body, "stream": True}, index, after_events)
-                                           for index in range(count))))
+        readies = [asyncio.Event() for _ in range(count)]
+        close = asyncio.Event()
+        tasks = [asyncio.ensure_future(_cut_one(session, target, {**body, "stream": True}, index, after_events,
+                                                readies[index], close)) for index in range(count)]
+        try:
+            await asyncio.gather(*(ready.wait() for ready in readies))
+            if while_open is not None:
+                await while_open()
+        finally:
+            close.set()
+        return list(await asyncio.gather(*tasks))
 
 
-async def abandon_before_reply(target: EngineTarget, body: dict[str, Any], *, count: int,
-                               after_s: float) -> list[Cut]:
-    """Send ``count`` non-streamed requests at once; after ``after_s`` seconds, give each up unanswered.
+async def abandon_before_reply(target: EngineTarget, body: dict[str, Any], *, count: int, after_s: float,
+                               while_open: Callable[[], Awaitable[Any]] | None = None) -> list[Cut]:
+    """Send ``count`` non-streamed requests at once; after ``after_s`` seconds (and ``while_open()``, a
+    look at the engine while they generate), give each up unanswered.
 
     A request answered before that could not be abandoned: its cut says so.
     """
@@ -122,6 +138,8 @@ async def abandon_before_reply(target: EngineTarget, body: dict[str, Any], *, co
 
         tasks = [asyncio.ensure_future(send()) for _ in range(count)]
         await asyncio.wait(tasks, timeout=after_s)
+        if while_open is not None:
+            await while_open()
         cuts = []
         for index, task in enumerate(tasks):
             if task.done():
