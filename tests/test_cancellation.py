@@ -77,7 +77,12 @@ async def _leave(target: EngineTarget, body: dict[str, Any], stream: bool,
                                       while_open=while_open)
 
 
-def _assert_all_left(cuts: list[Cut], stream: bool) -> None:
+def _assert_all_left(cuts: list[Cut], stream: bool, engine_profile: EngineProfile) -> None:
+    if all(cut.answered for cut in cuts) and not engine_profile.supports_ignore_eos:
+        # Without ignore_eos the model decides how long it talks; a reply shorter than the wait cancels nothing.
+        pytest.skip(f"the engine answered all {len(cuts)} non-streamed requests within {CASE['abandon_after_s']:g}s, "
+                    f"before they could be given up, and engine profile {engine_profile.name!r} says it takes no "
+                    f"ignore_eos (features.ignore_eos) to make the reply long: nothing was left to cancel")
     failed = [f"client {cut.index}: {cut.problem}" for cut in cuts if not cut.ok]
     how = (f"{len(cuts)} streams to close after {CASE['cut_after_events']} events" if stream else
            f"{len(cuts)} non-streamed requests to give up after {CASE['abandon_after_s']:g}s")
@@ -129,7 +134,7 @@ async def test_running_waiting_and_kv_cache_return_to_idle_after_clients_disconn
             busy.append(await read_gauges(client, path, names, time.monotonic()))
 
         cuts = await _leave(target, _long_request(engine_profile), stream, look)
-        _assert_all_left(cuts, stream)
+        _assert_all_left(cuts, stream, engine_profile)
         left_at = max(cut.closed_at or 0.0 for cut in cuts)
         watch = await watch_until_idle(lambda: read_gauges(client, path, names, left_at), timeout_s=timeout_s,
                                        kv_idle=kv_idle)
@@ -161,7 +166,7 @@ async def test_engine_keeps_serving_after_clients_disconnect(chat, acceptance, e
                        f"({before.describe_failure()}); an earlier check's disconnects may already have stopped it")
     cuts = await _leave(acceptance.target, _long_request(engine_profile), stream)
     attach_json("clients that left", [dataclasses.asdict(cut) for cut in cuts], acceptance.redactor)
-    _assert_all_left(cuts, stream)
+    _assert_all_left(cuts, stream, engine_profile)
     how = "streams were cut mid-way" if stream else "non-streamed requests were given up before their reply"
     after = await chat(follow_up, stream=stream, label="normal request after the disconnects")
     assert after.ok and after.reply is not None, (

@@ -48,6 +48,8 @@ class Cut:
     problem: str | None = None
     # time.monotonic() when the client closed the connection.
     closed_at: float | None = None
+    # A non-streamed request answered before it could be abandoned (the reply was short).
+    answered: bool = False
 
     @property
     def ok(self) -> bool:
@@ -146,7 +148,8 @@ async def abandon_before_reply(target: EngineTarget, body: dict[str, Any], *, co
                 error = task.exception()
                 problem = (f"{type(error).__name__}: {error}" if error is not None else
                            f"answered (HTTP {task.result()}) within {after_s:g}s, before it could be abandoned")
-                cuts.append(Cut(index, None if error is not None else task.result(), problem=problem))
+                cuts.append(Cut(index, None if error is not None else task.result(), problem=problem,
+                                answered=error is None))
                 continue
             # Cancelling a request in flight closes its connection: the disconnect.
             task.cancel()
