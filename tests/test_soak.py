@@ -34,7 +34,8 @@ from engine_acceptance.media.messages import image_part, user_turn
 from engine_acceptance.profiles.profile import DATA_ROOT
 from engine_acceptance.progress import Write, terminal_writer
 from engine_acceptance.pytest_plugin.allure_report import attach_json
-from engine_acceptance.load.soak import SoakReport, SoakSettings, parse_prometheus, pick_series, run_soak
+from engine_acceptance.load.soak import SoakReport, SoakSettings, run_soak
+from engine_acceptance.wire.prometheus import parse_prometheus, pick_series
 from engine_acceptance.pytest_plugin.keys import options_key
 
 # Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.

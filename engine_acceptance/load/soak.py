@@ -23,15 +23,16 @@ from __future__ import annotations
 
 import asyncio
 import math
-import re
 import time
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 
 from engine_acceptance.load.metrics import percentile
+# The Prometheus reader is shared with the cancellation checks; re-exported here for the soak's users.
+from engine_acceptance.wire.prometheus import parse_prometheus, pick_series
 from engine_acceptance.errors import UsageError
 
 __all__ = [
@@ -173,32 +174,6 @@ def summarize_windows(samples: Sequence[SoakSample], duration_s: float) -> list[
         windows.append(SoakWindow(start, end, len(inside), sum(1 for s in inside if not s.ok),
                                   percentile(e2e, 50), percentile(e2e, 95)))
     return windows
-
-
-_SAMPLE = re.compile(r"^(?P<series>[A-Za-z_:][A-Za-z0-9_:]*(?:\{[^}]*\})?)\s+(?P<value>\S+)")
-
-
-def parse_prometheus(text: str) -> dict[str, float]:
-    """Series (name with its labels, as written) -> value, from Prometheus text exposition."""
-    series: dict[str, float] = {}
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        match = _SAMPLE.match(line.strip())
-        if match is None:
-            continue
-        try:
-            series[match["series"]] = float(match["value"])
-        except ValueError:
-            continue
-    return series
-
-
-def pick_series(series: dict[str, float], patterns: Iterable[str]) -> dict[str, float]:
-    """The series whose name (labels aside) matches one of the patterns, in name order."""
-    compiled = [re.compile(p) for p in patterns]
-    return {name: value for name, value in sorted(series.items())
-            if any(p.search(name.split("{", 1)[0]) for p in compiled)}
 
 
 @dataclass

@@ -41,7 +41,9 @@ MARKER_CAPABILITIES = {"text": "text", "streaming": "streaming", "tools": "tools
                        "error_codes": "text", "sampling": "text",
                        "responses": "responses",
                        # The wire checks read streams (the tool-call one also requires tools).
-                       "wire": "streaming"}
+                       "wire": "streaming",
+                       # Clients leave streams mid-way (and non-streamed requests): streaming's checks.
+                       "cancellation": "streaming"}
 # Served by every OpenAI-compatible chat server the suite can reach at all, or a task of the text itself.
 ALWAYS_TESTED = {
     "text": "every OpenAI-compatible server answers chat completions (readiness listed the model)",

@@ -26,6 +26,7 @@ from engine_acceptance.profiles.sources import SHIPPED, ProfileError, data_files
 
 __all__ = [
     "DATA_ROOT",
+    "METRIC_GAUGES",
     "PROFILES_DIR",
     "SCHEMAS_DIR",
     "EngineProfile",
@@ -44,6 +45,8 @@ PROFILES_DIR = SHIPPED.models.parent
 SCHEMAS_DIR = DATA_ROOT / "schemas"
 # The kind of profile each folder holds, as messages name it.
 _KIND_OF = {"models": "model", "engines": "engine"}
+# The gauges an engine profile may name under features.metric_names.
+METRIC_GAUGES = ("running", "waiting", "kv_cache_usage")
 
 
 @dataclass(frozen=True)
@@ -80,6 +83,13 @@ class EngineProfile:
         """Which stream chunks ``stream_options.continuous_usage_stats`` gives usage: ``every_chunk`` (vLLM),
         ``output_chunks`` (SGLang), or None when the engine does not offer it."""
         return self.features.get("continuous_usage_stats") or None
+
+    def metric_names(self, gauge: str) -> tuple[str, ...]:
+        """The names a Prometheus gauge (``running``, ``waiting``, ``kv_cache_usage``) is served under,
+        newest first; empty when the profile names none."""
+        if gauge not in METRIC_GAUGES:
+            raise ValueError(f"unknown gauge {gauge!r}; known: {', '.join(METRIC_GAUGES)}")
+        return tuple((self.features.get("metric_names") or {}).get(gauge, ()))
 
 
 @dataclass(frozen=True)

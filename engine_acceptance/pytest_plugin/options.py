@@ -178,6 +178,9 @@ def add_options(parser: pytest.Parser) -> None:
     add("--soak-image-share", default="0.2", metavar="F",
         help="Share of soak requests carrying an image (default: 0.2)")
     add("--soak-workers", default="4", metavar="N", help="Soak requests in flight at most (default: 4)")
+    add("--cancellation-timeout", type=positive_seconds, default=60.0, metavar="S",
+        help="Seconds the engine may take, after clients disconnect, to count no request running or waiting "
+             "and to free their KV cache (pytest -m cancellation; default: 60)")
 
 
 @dataclass(frozen=True)

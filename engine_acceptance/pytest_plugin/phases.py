@@ -26,8 +26,9 @@ from engine_acceptance.pytest_plugin.keys import phase_key, session_key
 __all__ = ["MEASUREMENT_MARKERS", "WORKER_INPUT_KEY", "MeasurementPhase", "XdistHooks", "measurement_marker",
            "split_for_phase"]
 
-# Measurements that must have the engine to themselves, in the order they run.
-MEASUREMENT_MARKERS = ("throughput", "recall", "recall_1m", "soak")
+# Measurements that must have the engine to themselves, in the order they run. The cancellation
+# checks read the engine's gauges of running requests and KV cache, which count every client's.
+MEASUREMENT_MARKERS = ("throughput", "recall", "recall_1m", "soak", "cancellation")
 
 # Where the controller hands the session to each xdist worker.
 WORKER_INPUT_KEY = "engine_acceptance_session"

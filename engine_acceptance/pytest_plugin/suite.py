@@ -35,15 +35,16 @@ MARKERS = (
     "corrupt_media: corrupt media must get a 4xx (TEST-PLAN 6)",
     "structured_outputs: response_format json_schema and json_object (issue 15)",
     "error_codes: invalid request values get a 4xx with an error body naming the problem (issue 15)",
-    "sampling: max_tokens, stop and n do what they say (issue 15)",
+    "sampling: max_tokens, stop, n, logprobs and seed do what they say (issue 15)",
+    "responses: the Responses API, /v1/responses, where served (issue 15)",
+    "wire: the raw stream: role, usage and finish_reason chunks, tool-call indexes, UTF-8, framing (issue 15)",
+    "cancellation: clients that disconnect leave the engine serving and free what they held (issue 15)",
     "throughput: throughput smoke with TTFT/TPOT/E2E (TEST-PLAN 7)",
     "recall: long-context recall (TEST-PLAN 8)",
     "recall_1m: million-token recall (TEST-PLAN 8)",
     "auth: API key handling (TEST-PLAN 9)",
     "soak: mixed-traffic soak, off unless --soak-minutes is given (seed 001)",
     "requires(*capabilities): skip unless the deployment serves every capability named",
-    "responses: the Responses API, /v1/responses, where served (issue 15)",
-    "wire: the raw stream: role, usage and finish_reason chunks, tool-call indexes, UTF-8, framing (issue 15)",
 )
 # fixtures/*.py: pytest fixture modules, registered as plugins by file, so they are found
 # the same way in a checkout and in an installed wheel.

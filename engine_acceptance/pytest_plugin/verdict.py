@@ -24,9 +24,8 @@ __all__ = ["CAPABILITIES", "COVERS_PROPERTY", "CheckOutcome", "GateCollector"]
 # Markers that name a capability, in the order of the test plan.
 CAPABILITIES = (
     "text", "streaming", "thinking", "tools", "code_exec", "image", "video", "corrupt_media",
-    "structured_outputs", "error_codes", "sampling", "throughput", "recall", "recall_1m", "auth", "soak",
-    "responses",
-    "wire",
+    "structured_outputs", "error_codes", "sampling", "wire", "responses", "cancellation", "throughput", "recall",
+    "recall_1m", "auth", "soak",
 )
 # The user property (set at collection) naming the capabilities a check tests; any other
 # user property a check records is a figure for gate.json.

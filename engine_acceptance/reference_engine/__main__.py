@@ -100,6 +100,9 @@ async def _serve(config: ReferenceEngineConfig, host: str, port: int, access_log
         build_app(config),
         access_log=logging.getLogger("aiohttp.access") if access_log else None,
         shutdown_timeout=SHUTDOWN_TIMEOUT_S,
+        # A client that disconnects cancels its handler, so a non-streamed request is aborted too
+        # (vLLM's with_cancellation, SGLang's is_disconnected checks).
+        handler_cancellation=True,
     )
     await runner.setup()
     stop = asyncio.Event()

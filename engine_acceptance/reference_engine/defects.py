@@ -173,6 +173,16 @@ DEFECTS: dict[str, str] = {
         "streamed tool-call fragments are indexed from 1 (1, 2, ...): merged by index they still give the right"
         " calls, but a client that fills an array by index gets a hole at 0"
     ),
+    # Cancellation (issue 15): what the engine does when a client disconnects.
+    "disconnect-keeps-generating": (
+        "a request whose client disconnected is not aborted: it goes on generating to its end (max_tokens when it"
+        " asked ignore_eos), counted running and holding its KV cache until then (a leaked request, as when an"
+        " engine never hears of the disconnect)"
+    ),
+    "disconnect-wedge": (
+        "after a client disconnects mid-stream the engine stops answering new chat requests: they are accepted,"
+        " counted waiting, and never answered (the disconnected requests themselves are freed)"
+    ),
 }
 
 # The request fields whose invalid values the error-code contract checks (bad-params-500,
@@ -496,6 +506,16 @@ class DefectHooks:
     def stream_content_type(self, proper: str) -> str:
         """The Content-Type of a streamed chat reply, whose `proper` one is text/event-stream."""
         return "application/json" if "stream-content-type-json" in self.active else proper
+
+    # --- cancellation -------------------------------------------------------------------
+
+    def keeps_generating_after_disconnect(self) -> bool:
+        """Whether a request whose client left runs on to its end instead of being aborted."""
+        return "disconnect-keeps-generating" in self.active
+
+    def wedges_after_mid_stream_disconnect(self) -> bool:
+        """Whether a client leaving mid-stream stops the engine from answering new chat requests."""
+        return "disconnect-wedge" in self.active
 
 
 def decode_each_byte(text: str) -> str:

@@ -26,6 +26,7 @@ __all__ = [
     "ToolFragment",
     "generate_chat",
     "generate_completion",
+    "run_past_eos",
     "split_pieces",
 ]
 
@@ -123,6 +124,21 @@ def generate_completion(
     )
     text = tokenizer.decode(i for i in ids if i != tokenizer.eos_token_id)
     return Generation(None, text, finish, len(ids))
+
+
+def run_past_eos(generation: Generation, max_tokens: int) -> Generation:
+    """Chat with `ignore_eos` (vLLM and SGLang take it in chat requests too): the reply does not
+    end at EOS but goes on with filler, one token per character, until `max_tokens` ("length")."""
+    if generation.tool_calls or generation.finish_reason != "stop":
+        return generation
+    # The natural reply's count includes its EOS, which is not generated now.
+    text_tokens = generation.completion_tokens - 1
+    missing = max_tokens - text_tokens
+    if missing <= 0:
+        return generation
+    filler = "".join(itertools.islice(itertools.cycle(COMPLETION_FILLER), missing))
+    return replace(generation, content=generation.content + filler, finish_reason="length",
+                   completion_tokens=max_tokens)
 
 
 @dataclass(frozen=True)

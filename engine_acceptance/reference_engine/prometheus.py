@@ -1,10 +1,14 @@
 """``GET /metrics``: a few Prometheus figures, named the way the imitated engine names them.
 
 vLLM serves Prometheus text at ``/metrics`` (SGLang too, with ``--enable-metrics``); the
-suite's soak reads memory and queue figures there at its start and its end. The
-reference engine serves the same kind of figures, measured for real: requests
-generating now, requests waiting (always 0: it never queues), and its process's
-resident memory. Names per convention are data here, as in ``conventions.py``.
+suite's soak reads memory and queue figures there at its start and its end, and the
+cancellation checks read the running and waiting requests and the KV-cache usage until they
+return to idle after clients disconnect. The reference engine serves the same kind of figures,
+measured for real from its load accounting (``stream.BatchLoad``): requests generating now,
+requests waiting (only ever a request held by an injected wedge: it never queues otherwise),
+the share of its KV cache the requests it holds occupy, and its process's resident memory.
+Names per convention are data here, as in ``conventions.py``, and match the engines' own
+(vLLM's ``vllm/v1/metrics/loggers.py``, SGLang's ``python/sglang/srt/metrics/collector.py``).
 """
 
 from __future__ import annotations
@@ -12,19 +16,31 @@ from __future__ import annotations
 import os
 import resource
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from aiohttp import web
 
 if TYPE_CHECKING:
     from .server import ReferenceEngine
+    from .stream import BatchLoad
 
-__all__ = ["METRIC_NAMES", "metrics_handler", "render_metrics", "resident_memory_bytes"]
+__all__ = ["METRIC_NAMES", "MetricNames", "metrics_handler", "render_metrics", "resident_memory_bytes"]
 
-# Convention -> (requests generating now, requests waiting), as vLLM and SGLang name them.
-METRIC_NAMES: dict[str, tuple[str, str]] = {
-    "vllm": ("vllm:num_requests_running", "vllm:num_requests_waiting"),
-    "sglang": ("sglang:num_running_reqs", "sglang:num_queue_reqs"),
+
+@dataclass(frozen=True)
+class MetricNames:
+    """The gauges' names in one engine's convention."""
+
+    running: str
+    waiting: str
+    # A fraction from 0 to 1, although vLLM's name says "perc".
+    kv_cache_usage: str
+
+
+METRIC_NAMES: dict[str, MetricNames] = {
+    "vllm": MetricNames("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"),
+    "sglang": MetricNames("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage"),
 }
 
 
@@ -37,17 +53,18 @@ def resident_memory_bytes() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def render_metrics(convention: str, model: str, running: int) -> str:
+def render_metrics(convention: str, model: str, load: "BatchLoad") -> str:
     """Prometheus text exposition of the reference engine's figures."""
-    running_name, waiting_name = METRIC_NAMES[convention]
+    names = METRIC_NAMES[convention]
     label = f'model_name="{model}"'
-    lines = [
-        f"# HELP {running_name} Number of requests generating now.",
-        f"# TYPE {running_name} gauge",
-        f"{running_name}{{{label}}} {float(running)}",
-        f"# HELP {waiting_name} Number of requests waiting to be processed.",
-        f"# TYPE {waiting_name} gauge",
-        f"{waiting_name}{{{label}}} 0.0",
+    lines = []
+    for name, help_text, value in (
+        (names.running, "Number of requests generating now.", load.active),
+        (names.waiting, "Number of requests waiting to be processed.", load.waiting),
+        (names.kv_cache_usage, "KV-cache usage. 1 means 100 percent usage.", load.kv_usage()),
+    ):
+        lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge", f"{name}{{{label}}} {float(value)}"]
+    lines += [
         "# HELP process_resident_memory_bytes Resident memory size in bytes.",
         "# TYPE process_resident_memory_bytes gauge",
         f"process_resident_memory_bytes {float(resident_memory_bytes())}",
@@ -57,7 +74,7 @@ def render_metrics(convention: str, model: str, running: int) -> str:
 
 def metrics_handler(engine: "ReferenceEngine") -> Callable[[web.Request], Awaitable[web.Response]]:
     async def metrics(request: web.Request) -> web.Response:
-        body = render_metrics(engine.config.convention, engine.config.model, engine.load.active)
+        body = render_metrics(engine.config.convention, engine.config.model, engine.load)
         return web.Response(text=body, content_type="text/plain", charset="utf-8")
 
     return metrics

@@ -4,6 +4,14 @@
 the imitated engine's error body) and the API-key middleware. Handlers stay thin:
 parse (protocol), answer (responder + generation), apply defects (DefectHooks),
 render (wire), send (stream).
+
+Load accounting (``load_middleware``) counts every generation request from its arrival to
+its end as running, with the KV cache it holds (its prompt and the tokens generated so far),
+and serves both at ``/metrics``. A client that disconnects ends its request: the handler's
+task is cancelled (the app runs with aiohttp's ``handler_cancellation``, so a non-streamed
+request is noticed too) or a stream's next write fails, and the request's slot and KV cache
+are freed at once, as vLLM and SGLang abort a request whose client left. The cancellation
+defects take effect here (``disconnect-keeps-generating``, ``disconnect-wedge``).
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from aiohttp import web
@@ -24,7 +33,7 @@ from .config import ReferenceEngineConfig
 from .conventions import UNAUTHORIZED_BODY, get_convention
 from .defects import DefectHooks
 from .faults import FaultInjector
-from .generation import Generation, Piece, generate_chat, generate_completion, split_pieces
+from .generation import Generation, Piece, generate_chat, generate_completion, run_past_eos, split_pieces
 from .logprobs import LogprobSlicer, logprob_entries
 from .protocol import (
     ChatRequest,
@@ -49,7 +58,7 @@ from .tools import (
     tool_call_pieces,
 )
 from .structured import structured_answer
-from .stream import EVENT_STREAM_TYPE, BatchLoad, ClientGone, EventStream, Pacer, dump_json
+from .stream import EVENT_STREAM_TYPE, BatchLoad, ClientGone, EventStream, KvHold, Pacer, dump_json
 from .tokenizer import ReferenceTokenizer, get_tokenizer
 from .vision import has_media_parts
 from . import wire
@@ -66,6 +75,28 @@ OFFLOAD_BYTES = 256 * 1024
 HEALTH_PATHS = ("/health",)
 GENERATION_PATHS = frozenset({"/v1/chat/completions", "/v1/completions", responses_api.PATH})
 ARRIVED_AT = web.RequestKey("arrived_at", float)
+
+
+@dataclass
+class Admission:
+    """One generation request as the load accounting sees it, from its arrival to its end."""
+
+    hold: KvHold
+    # Set once the reply is planned: how far generation goes (disconnect-keeps-generating runs it on).
+    pacer: Pacer | None = None
+    total_tokens: int = 0
+    # Counted waiting instead of running (a request held by disconnect-wedge).
+    waiting: bool = False
+    # The response's headers went out: a disconnect now is a disconnect mid-stream.
+    streaming: bool = False
+    # The client left (a write failed, or the handler was cancelled).
+    gone: bool = False
+
+    def plan(self, pacer: Pacer, total_tokens: int) -> None:
+        self.pacer, self.total_tokens = pacer, total_tokens
+
+
+ADMISSION = web.RequestKey("admission", Admission)
 
 T = TypeVar("T")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -85,8 +116,12 @@ class ReferenceEngine:
         self.hooks = DefectHooks(config.defects)
         # Transport faults (stalls, resets, 503s, huge replies): see faults.py.
         self.faults = FaultInjector(config.defects, error_body=self.convention.error_body)
-        # Requests generating right now, for the latency model's batch slowdown.
+        # Requests generating right now (the latency model's batch slowdown) and the KV cache they hold.
         self.load = BatchLoad()
+        # disconnect-wedge: set by a client leaving mid-stream; no chat request is answered after it.
+        self.wedged = False
+        # disconnect-keeps-generating: requests whose client left, still generating.
+        self.leftovers: set[asyncio.Task[None]] = set()
         self.created = int(time.time())
         self.open_paths = frozenset((*HEALTH_PATHS, *self.convention.version_paths))
 
@@ -136,11 +171,61 @@ class ReferenceEngine:
         # engine's own Python overhead does not add to the configured TTFT.
         request[ARRIVED_AT] = time.monotonic()
         await asyncio.sleep(0)
+        admission = Admission(self.load.hold())
+        request[ADMISSION] = admission
         self.load.active += 1
+        handed_over = False
         try:
-            return await handler(request)
+            response = await handler(request)
+            if admission.gone:
+                handed_over = self._client_left(admission)
+            return response
+        except asyncio.CancelledError:
+            # aiohttp cancels the handler when its client disconnects (handler_cancellation).
+            admission.gone = True
+            handed_over = self._client_left(admission)
+            raise
         finally:
+            if not handed_over:
+                self._leave(admission)
+
+    def _leave(self, admission: Admission) -> None:
+        """The request is over: its slot and its KV cache are free."""
+        if admission.waiting:
+            self.load.waiting -= 1
+        else:
             self.load.active -= 1
+        self.load.release(admission.hold)
+
+    def _client_left(self, admission: Admission) -> bool:
+        """A client disconnected; True when its request lives on (and so is not freed here)."""
+        if admission.streaming and self.hooks.wedges_after_mid_stream_disconnect():
+            self.wedged = True
+        if admission.waiting or admission.pacer is None or not self.hooks.keeps_generating_after_disconnect():
+            return False
+        task = asyncio.ensure_future(self._generate_for_nobody(admission))
+        self.leftovers.add(task)
+        task.add_done_callback(self.leftovers.discard)
+        return True
+
+    async def _generate_for_nobody(self, admission: Admission) -> None:
+        # disconnect-keeps-generating: the rest of the reply is generated, at the engine's pace, for no one.
+        assert admission.pacer is not None
+        try:
+            await admission.pacer.reach(admission.total_tokens)
+        finally:
+            self._leave(admission)
+
+    async def _hang_if_wedged(self, request: web.Request) -> None:
+        """disconnect-wedge: a chat request after the wedge is accepted, counted waiting, never answered."""
+        admission = request.get(ADMISSION)
+        if not self.wedged or admission is None:
+            return
+        admission.waiting = True
+        self.load.active -= 1
+        self.load.waiting += 1
+        # Never set: the request waits until its client gives up (and the handler is cancelled).
+        await asyncio.Event().wait()
 
     async def read_json(self, request: web.Request) -> tuple[dict[str, Any], bool]:
         """The request body as a JSON object, and whether it is large."""
@@ -237,18 +322,22 @@ class ReferenceEngine:
             answer.reasoning, answer.text, max_tokens=budget, tokenizer=self.tokenizer,
             stop=req.sampling.stop, include_stop=self.hooks.include_stop(),
         )
+        if req.raw.get("ignore_eos") is True and not req.sampling.stop:
+            generation = run_past_eos(generation, budget)
         if structured:
             generation = self.hooks.structured_generation(generation)
         # The reference model is deterministic: every choice says the same, each generated (and counted) anew.
         return req, prompt_tokens, [self.hooks.chat_generation(generation)] * choices
 
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
+        await self._hang_if_wedged(request)
         body, big = await self.read_json(request)
         # Decoding images and video takes milliseconds to tens of them: off the event loop.
         req, prompt_tokens, generations = await self.run(big or has_media_parts(body), self._prepare_chat, body)
         usage = self.usage(prompt_tokens, sum(g.completion_tokens for g in generations))
         request_id, created = wire.new_request_id("chatcmpl"), int(time.time())
-        pacer = Pacer(self.config.latency, prompt_tokens, self.load, request.get(ARRIVED_AT))
+        pacer = self._pacer(request, prompt_tokens)
+        self._plan(request, pacer, max(g.completion_tokens for g in generations))
         logprobs = self._logprobs(req, generations)
         if req.stream:
             return await self._stream_chat(request, req, generations, usage, pacer, request_id, created,
@@ -273,6 +362,29 @@ class ReferenceEngine:
             return None
         return [self.hooks.logprob_entries(logprob_entries(generation, self.tokenizer, req.sampling.logprobs))
                 for generation in generations]
+
+    def _pacer(self, request: web.Request, prompt_tokens: int) -> Pacer:
+        admission = request.get(ADMISSION)
+        return Pacer(self.config.latency, prompt_tokens, self.load, request.get(ARRIVED_AT),
+                     hold=admission.hold if admission is not None else None)
+
+    @staticmethod
+    def _plan(request: web.Request, pacer: Pacer, total_tokens: int) -> None:
+        admission = request.get(ADMISSION)
+        if admission is not None:
+            admission.plan(pacer, total_tokens)
+
+    @staticmethod
+    def _streaming(request: web.Request) -> None:
+        admission = request.get(ADMISSION)
+        if admission is not None:
+            admission.streaming = True
+
+    @staticmethod
+    def _gone(request: web.Request) -> None:
+        admission = request.get(ADMISSION)
+        if admission is not None:
+            admission.gone = True
 
     def _chat_pieces(self, generation: Generation) -> list[Piece]:
         size = self.config.stream_chunk_tokens
@@ -336,6 +448,7 @@ class ReferenceEngine:
         stream = await EventStream.open(request, close_connection=not hooks.sends_done(),
                                         stamp=self.config.stamp_events, fault=self.faults.stream_writer(request),
                                         content_type=hooks.stream_content_type(EVENT_STREAM_TYPE))
+        self._streaming(request)
         try:
             for index in range(len(generations)):
                 delta = wire.chat_delta(self.convention, role="assistant" if role_first else None, content="")
@@ -383,6 +496,7 @@ class ReferenceEngine:
             await stream.finish(send_done=hooks.sends_done())
         except ClientGone:
             log.debug("client left during chat stream %s", request_id)
+            self._gone(request)
         return stream.response
 
     # --- responses ----------------------------------------------------------------------
@@ -413,8 +527,8 @@ class ReferenceEngine:
         usage = self.usage(prompt_tokens, sum(g.completion_tokens for g in generations))
         request_id, created = wire.new_request_id("cmpl"), int(time.time())
         # A batch is generated in parallel, as one engine step per token.
-        pacer = Pacer(self.config.latency, max(len(p.ids) for p in req.prompts), self.load,
-                      request.get(ARRIVED_AT))
+        pacer = self._pacer(request, max(len(p.ids) for p in req.prompts))
+        self._plan(request, pacer, max(g.completion_tokens for g in generations))
         if req.stream:
             return await self._stream_completion(request, req, generations, usage, pacer, request_id, created)
         await pacer.reach(max(g.completion_tokens for g in generations))
@@ -454,6 +568,7 @@ class ReferenceEngine:
         produced = [0] * len(generations)
         stream = await EventStream.open(request, close_connection=not self.hooks.sends_done(),
                                         stamp=self.config.stamp_events)
+        self._streaming(request)
         try:
             # Round-robin over the batch: every prompt advances one piece per step.
             for step in range(max((len(p) for p in per_prompt), default=0)):
@@ -480,6 +595,7 @@ class ReferenceEngine:
             await stream.finish(send_done=self.hooks.sends_done())
         except ClientGone:
             log.debug("client left during completion stream %s", request_id)
+            self._gone(request)
         return stream.response
 
     # --- tokenize ------------------------------------------------------------------------

@@ -3,8 +3,8 @@
 `Pacer` places output token k at `start + ttft + k * tpot` (deadlines, not summed
 sleeps, so timing does not drift under load); with a batch slowdown the per-token
 time grows with the number of requests generating at once (`BatchLoad`, counted by
-the server). `EventStream` writes `data: <json>`
-events and turns a client that went away into `ClientGone`, so one dropped
+the server, which also counts the KV cache each request holds: `KvHold`). `EventStream`
+writes `data: <json>` events and turns a client that went away into `ClientGone`, so one dropped
 connection ends one handler quietly instead of logging a traceback. An event that
 holds a multi-byte character is written in two parts cut inside that character, as
 vLLM's and SGLang's writes reach clients cut anywhere: the suite's clients must
@@ -22,8 +22,8 @@ from aiohttp import web
 
 from .config import LatencyModel
 
-__all__ = ["EVENT_STREAM_TYPE", "BatchLoad", "ClientGone", "EventStream", "Pacer", "dump_json",
-           "split_inside_character"]
+__all__ = ["DEFAULT_KV_CAPACITY_TOKENS", "EVENT_STREAM_TYPE", "BatchLoad", "ClientGone", "EventStream", "KvHold",
+           "Pacer", "dump_json", "split_inside_character"]
 
 EVENT_STREAM_TYPE = "text/event-stream; charset=utf-8"
 
@@ -45,20 +45,58 @@ class ClientGone(Exception):
     """The client closed the connection while the reply was being streamed."""
 
 
-class BatchLoad:
-    """How many generation requests the engine serves right now (its batch size)."""
+# The KV cache the reference engine pretends to have, in tokens (prompt and generated tokens of the
+# requests it holds count against it): large enough that the suite's requests never fill it.
+DEFAULT_KV_CAPACITY_TOKENS = 1 << 20
+
+
+class KvHold:
+    """The KV cache one request holds: its prompt's tokens and those generated so far."""
 
     def __init__(self) -> None:
+        self.tokens = 0
+
+
+class BatchLoad:
+    """What the engine's scheduler holds right now: requests running (its batch size), requests
+    waiting, and the KV cache they occupy. Served as gauges at ``/metrics``."""
+
+    def __init__(self, kv_capacity_tokens: int = DEFAULT_KV_CAPACITY_TOKENS) -> None:
         self.active = 0
+        self.waiting = 0
+        self.kv_capacity_tokens = kv_capacity_tokens
+        self._holds: set[KvHold] = set()
+
+    def hold(self) -> KvHold:
+        """A new request's KV cache, counted until :meth:`release`."""
+        held = KvHold()
+        self._holds.add(held)
+        return held
+
+    def release(self, held: KvHold) -> None:
+        self._holds.discard(held)
+
+    @property
+    def kv_tokens(self) -> int:
+        return sum(held.tokens for held in self._holds)
+
+    def kv_usage(self) -> float:
+        """The share of the KV cache in use, 0 to 1 (vLLM's kv_cache_usage_perc, SGLang's token_usage)."""
+        return min(self.kv_tokens / self.kv_capacity_tokens, 1.0)
 
 
 class Pacer:
     """Waits until the n-th output token would have been generated."""
 
     def __init__(self, latency: LatencyModel, prompt_tokens: int, load: BatchLoad | None = None,
-                 start: float | None = None) -> None:
+                 start: float | None = None, hold: KvHold | None = None) -> None:
         self._latency = latency
         self._load = load
+        # The request's KV cache grows by one token per token generated, from its prompt's.
+        self._hold = hold
+        self._prompt_tokens = prompt_tokens
+        if hold is not None:
+            hold.tokens = prompt_tokens
         # Deadline of the newest token reached so far; token 1 comes TTFT after the
         # request arrived (`start`, a time.monotonic() value), not after it was parsed.
         self._tokens = 1
@@ -74,6 +112,8 @@ class Pacer:
             active = self._load.active if self._load is not None else 1
             self._deadline += (tokens - self._tokens) * self._latency.tpot_seconds(active)
             self._tokens = tokens
+        if self._hold is not None:
+            self._hold.tokens = max(self._hold.tokens, self._prompt_tokens + tokens)
         delay = self._deadline - time.monotonic()
         if delay > 0:
             await asyncio.sleep(delay)
