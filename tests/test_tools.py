@@ -17,8 +17,9 @@ from typing import Any
 import pytest
 
 from engine_acceptance.assertions import integers_in, markers_found, reply_of, short
-from engine_acceptance.wire.reassembly import Reply, ToolCall
+from engine_acceptance.profiles.profile import ModelProfile
 from engine_acceptance.profiles.tool_schemas import argument_problems, load_tool
+from engine_acceptance.wire.reassembly import Reply, ToolCall
 
 # Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
 pytestmark = [pytest.mark.asyncio, pytest.mark.tools, pytest.mark.requires("tools")]
@@ -29,10 +30,16 @@ def weather_tool() -> dict[str, Any]:
     return load_tool("get_weather")
 
 
-def _parallel_request(prompts: dict[str, Any], tool: dict[str, Any], **extra: Any) -> dict[str, Any]:
+def _budget(prompts: dict[str, Any], model_profile: ModelProfile) -> int:
+    # The profile caps it for slow CPU test models: a model that writes no call runs to max_tokens.
+    return model_profile.output_budget(prompts["tools"]["parallel_weather"]["max_tokens"])
+
+
+def _parallel_request(prompts: dict[str, Any], tool: dict[str, Any], model_profile: ModelProfile,
+                      **extra: Any) -> dict[str, Any]:
     case = prompts["tools"]["parallel_weather"]
     return {"messages": [{"role": "user", "content": case["prompt"]}], "tools": [tool], "tool_choice": "auto",
-            "temperature": 0, "max_tokens": case["max_tokens"], **extra}
+            "temperature": 0, "max_tokens": _budget(prompts, model_profile), **extra}
 
 
 def _describe(calls: list[ToolCall]) -> str:
@@ -44,9 +51,10 @@ def _city_of(call: ToolCall, cities: dict[str, list[str]]) -> str | None:
     return next((city for city, names in cities.items() if any(name in call.arguments for name in names)), None)
 
 
-async def test_model_calls_get_weather_for_both_cities_in_one_turn(chat, prompts, weather_tool, stream) -> None:
+async def test_model_calls_get_weather_for_both_cities_in_one_turn(chat, prompts, model_profile, weather_tool,
+                                                                   stream) -> None:
     cities = prompts["tools"]["parallel_weather"]["cities"]
-    reply = reply_of(await chat(_parallel_request(prompts, weather_tool), stream=stream))
+    reply = reply_of(await chat(_parallel_request(prompts, weather_tool, model_profile), stream=stream))
     calls = reply.tool_calls
     assert len(calls) >= 2, f"expected parallel calls for {', '.join(cities)} in one turn, got {_describe(calls)} " \
                             f"(content: {short(reply.content)!r})"
@@ -61,8 +69,9 @@ async def test_model_calls_get_weather_for_both_cities_in_one_turn(chat, prompts
         f"finish_reason is {reply.finish_reason!r}, not 'tool_calls', for a turn that calls tools"
 
 
-async def test_tool_call_arguments_are_json_that_fits_the_schema(chat, prompts, weather_tool, stream) -> None:
-    reply = reply_of(await chat(_parallel_request(prompts, weather_tool), stream=stream))
+async def test_tool_call_arguments_are_json_that_fits_the_schema(chat, prompts, model_profile, weather_tool,
+                                                                 stream) -> None:
+    reply = reply_of(await chat(_parallel_request(prompts, weather_tool, model_profile), stream=stream))
     assert reply.tool_calls, f"no tool calls to check (content: {short(reply.content)!r})"
     problems = [f"{call.name} call #{call.index}: {problem}"
                 for call in reply.tool_calls for problem in argument_problems(weather_tool, call.arguments)]
@@ -71,7 +80,7 @@ async def test_tool_call_arguments_are_json_that_fits_the_schema(chat, prompts, 
 
 async def test_content_has_no_tool_markup_or_guessed_weather(chat, prompts, weather_tool, model_profile,
                                                             stream) -> None:
-    reply = reply_of(await chat(_parallel_request(prompts, weather_tool), stream=stream))
+    reply = reply_of(await chat(_parallel_request(prompts, weather_tool, model_profile), stream=stream))
     markup = markers_found(reply.content, prompts["tools"]["tool_markup"])
     assert not markup, f"tool-call markup {markup} left in content: {short(reply.content)!r}"
     raw_call = re.search(r'"name"\s*:\s*"get_weather"', reply.content)
@@ -118,8 +127,9 @@ def _fragment_problems(events: list[Any]) -> list[str]:
     return problems
 
 
-async def test_streamed_tool_calls_reassemble_to_the_non_streamed_calls(chat, prompts, weather_tool) -> None:
-    body = _parallel_request(prompts, weather_tool)
+async def test_streamed_tool_calls_reassemble_to_the_non_streamed_calls(chat, prompts, model_profile,
+                                                                       weather_tool) -> None:
+    body = _parallel_request(prompts, weather_tool, model_profile)
     plain = reply_of(await chat(body, stream=False, label="non-streamed"))
     exchange = await chat(body, stream=True, label="streamed")
     streamed = reply_of(exchange)
@@ -151,10 +161,10 @@ def _uses_result(reply: Reply, result: dict[str, Any]) -> bool:
     return result["temperature_c"] in integers_in(reply.content) or result["weather"] in reply.content
 
 
-async def test_tool_results_reach_the_final_answer(chat, prompts, weather_tool, stream) -> None:
+async def test_tool_results_reach_the_final_answer(chat, prompts, model_profile, weather_tool, stream) -> None:
     results = prompts["tools"]["round_trip"]["results"]
     body = {"messages": _round_trip_messages(prompts), "tools": [weather_tool], "temperature": 0,
-            "max_tokens": prompts["tools"]["parallel_weather"]["max_tokens"]}
+            "max_tokens": _budget(prompts, model_profile)}
     reply = reply_of(await chat(body, stream=stream))
     assert not reply.tool_calls, f"the results are there, yet the model calls again: {_describe(reply.tool_calls)}"
     assert reply.content.strip(), f"no final answer after the tool results (finish_reason={reply.finish_reason!r})"
@@ -166,18 +176,20 @@ async def test_tool_results_reach_the_final_answer(chat, prompts, weather_tool, 
     )
 
 
-async def test_tool_choice_none_answers_in_text_without_calls(chat, prompts, weather_tool, stream) -> None:
-    reply = reply_of(await chat(_parallel_request(prompts, weather_tool, tool_choice="none"), stream=stream))
+async def test_tool_choice_none_answers_in_text_without_calls(chat, prompts, model_profile, weather_tool,
+                                                              stream) -> None:
+    body = _parallel_request(prompts, weather_tool, model_profile, tool_choice="none")
+    reply = reply_of(await chat(body, stream=stream))
     assert not reply.tool_calls, f"tool_choice 'none', yet the reply calls {_describe(reply.tool_calls)}"
     assert reply.finish_reason != "tool_calls", "tool_choice 'none', yet finish_reason is 'tool_calls'"
     assert reply.content.strip(), "tool_choice 'none': the reply has no text either"
 
 
-async def test_forced_named_tool_is_called(chat, prompts, weather_tool, stream) -> None:
+async def test_forced_named_tool_is_called(chat, prompts, model_profile, weather_tool, stream) -> None:
     case = prompts["tools"]["forced"]
     body = {"messages": [{"role": "user", "content": case["prompt"]}], "tools": [weather_tool],
             "tool_choice": {"type": "function", "function": {"name": case["tool"]}}, "temperature": 0,
-            "max_tokens": prompts["tools"]["parallel_weather"]["max_tokens"]}
+            "max_tokens": _budget(prompts, model_profile)}
     reply = reply_of(await chat(body, stream=stream))
     assert reply.tool_calls, f"tool_choice forces {case['tool']}, yet no call was made (content: " \
                              f"{short(reply.content)!r})"
