@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +20,7 @@ import jsonschema
 
 from engine_acceptance.wire.client import Exchange
 from engine_acceptance.wire.sse import SSEEvent
+from engine_acceptance.wire.stream_contract import chunks_of
 
 __all__ = ["ERROR_SHAPES", "Choice", "choices_of", "error_body_of", "error_shape_problem", "json_problems",
            "logprob_problems", "logprobs_of"]
@@ -103,25 +104,22 @@ def _from_body(body: Any) -> list[Choice]:
     return found
 
 
+def _streamed_choices(events: Iterable[SSEEvent]) -> Iterator[Mapping[str, Any]]:
+    """Every choice object of every chunk before ``[DONE]``, in order (the reassembly names broken events)."""
+    for chunk in chunks_of(events):
+        yield from chunk.choices
+
+
 def _from_events(events: Iterable[SSEEvent]) -> list[Choice]:
     by_index: dict[Any, Choice] = {}
-    for event in events:
-        if not event.has_data or event.is_done:
-            continue
-        try:
-            chunk = json.loads(event.data)
-        except ValueError:
-            continue  # the reassembly names a broken event; this only counts choices
-        for choice in (chunk.get("choices") if isinstance(chunk, dict) else None) or []:
-            if not isinstance(choice, dict):
-                continue
-            index = choice.get("index")
-            entry = by_index.setdefault(index, Choice(index))
-            delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
-            if isinstance(delta.get("content"), str):
-                entry.content += delta["content"]
-            if choice.get("finish_reason") is not None:
-                entry.finish_reason = choice["finish_reason"]
+    for choice in _streamed_choices(events):
+        index = choice.get("index")
+        entry = by_index.setdefault(index, Choice(index))
+        delta = choice.get("delta") if isinstance(choice.get("delta"), dict) else {}
+        if isinstance(delta.get("content"), str):
+            entry.content += delta["content"]
+        if choice.get("finish_reason") is not None:
+            entry.finish_reason = choice["finish_reason"]
     return list(by_index.values())
 
 
@@ -148,15 +146,8 @@ def logprobs_of(exchange: Exchange) -> dict[Any, list[Any]]:
         for choice in (body.get("choices") if isinstance(body, dict) else None) or []:
             add(choice)
         return found
-    for event in exchange.events:
-        if not event.has_data or event.is_done:
-            continue
-        try:
-            chunk = json.loads(event.data)
-        except ValueError:
-            continue  # the reassembly names a broken event
-        for choice in (chunk.get("choices") if isinstance(chunk, dict) else None) or []:
-            add(choice)
+    for choice in _streamed_choices(exchange.events):
+        add(choice)
     return found
 
 

@@ -1,8 +1,8 @@
 """Self-tests of reading the API contract out of replies (engine_acceptance/wire/contract.py).
 
 Crafted bodies and events, no engine: the error shapes of vLLM, SGLang and the bodies that
-are neither, JSON content against a schema, and the choices of an ``n > 1`` reply streamed
-and not.
+are neither, JSON content against a schema, the choices of an ``n > 1`` reply streamed
+and not, and token log-probabilities (their shape, and every chunk's entries in order).
 """
 
 from __future__ import annotations
@@ -13,7 +13,14 @@ from typing import Any
 import pytest
 
 from engine_acceptance.wire.client import Exchange
-from engine_acceptance.wire.contract import choices_of, error_body_of, error_shape_problem, json_problems
+from engine_acceptance.wire.contract import (
+    choices_of,
+    error_body_of,
+    error_shape_problem,
+    json_problems,
+    logprob_problems,
+    logprobs_of,
+)
 from engine_acceptance.wire.sse import SSEEvent
 
 VLLM = {"error": {"message": "n must be at least 1, got 0.", "type": "BadRequestError", "param": "n", "code": 400}}
@@ -103,3 +110,43 @@ def test_choices_of_an_interleaved_stream_are_rebuilt_per_index() -> None:
 def test_a_stream_of_one_choice_has_one_choice_whatever_n_asked() -> None:
     made = Exchange("POST", "u", {}, True, status=200, events=[_event(0, {"content": "x"}), _event(0, {}, "stop")])
     assert [choice.index for choice in choices_of(made)] == [0]
+
+
+def _entry(token: str, logprob: float, top: list[tuple[str, float]]) -> dict[str, Any]:
+    return {"token": token, "logprob": logprob, "bytes": list(token.encode()),
+            "top_logprobs": [{"token": t, "logprob": lp, "bytes": list(t.encode())} for t, lp in top]}
+
+
+GOOD = [_entry("Hi", -0.1, [("Hi", -0.1), ("Hello", -2.0)]), _entry("!", -0.2, [("!", -0.2), (".", -1.9)])]
+
+
+@pytest.mark.parametrize(
+    ("entries", "problem"),
+    [
+        pytest.param(GOOD, None, id="good"),
+        # Two byte tokens of one character both decode to U+FFFD: same text, other logprobs.
+        pytest.param([_entry("\ufffd", -0.3, [("\ufffd", -0.3), ("\ufffd", -1.2)])], None, id="same-text-other-token"),
+        pytest.param([_entry("Hi", -0.1, [("Hi", -0.1), ("Hi", -0.1)])], "repeats a token", id="repeated"),
+        pytest.param([_entry("Hi", -0.1, [("Hi", -0.1)])], "has 1 top_logprobs, 2 were asked", id="too-few"),
+        pytest.param([_entry("Hi", 0.5, [("Hi", 0.5), ("x", -1.0)])], "logprob <= 0", id="positive-logprob"),
+        pytest.param([{"token": "Hi", "logprob": -0.1}], "has null top_logprobs", id="no-top-list"),
+        pytest.param(["Hi"], "is not an object", id="not-an-object"),
+    ],
+)
+def test_logprob_problems(entries: list[Any], problem: str | None) -> None:
+    found = logprob_problems(entries, 2)
+    assert (not found) if problem is None else any(problem in p for p in found), found
+
+
+def test_logprobs_of_a_stream_are_every_chunks_entries_in_order_and_none_for_the_role_chunk() -> None:
+    def chunk(logprobs: Any, delta: dict[str, Any]) -> SSEEvent:
+        return SSEEvent(json.dumps({"choices": [{"index": 0, "delta": delta, "logprobs": logprobs}]}))
+
+    events = [chunk(None, {"role": "assistant", "content": ""}), chunk({"content": GOOD[:1]}, {"content": "Hi"}),
+              chunk({"content": GOOD[1:]}, {"content": "!"}), SSEEvent("[DONE]")]
+    made = Exchange("POST", "u", {}, True, status=200, events=events)
+    assert logprobs_of(made) == {0: GOOD}
+    plain = Exchange("POST", "u", {}, False, status=200,
+                     body={"choices": [{"index": 0, "message": {"content": "Hi!"}, "logprobs": {"content": GOOD}}]})
+    assert logprobs_of(plain) == {0: GOOD}
+    assert logprobs_of(Exchange("POST", "u", {}, False, status=200, body=_body((0, "a", "stop")))) == {}
