@@ -35,9 +35,9 @@ def test_an_unknown_model_gets_every_capability_it_serves_tested(pytester: pytes
     gate = _gate(pytester)
     assert gate["engine"]["model.profile"] == "generic"
     rows = _capabilities(gate)
-    for name in ("tools", "reasoning", "thinking_modes", "code", "image", "video", "structured_outputs"):
+    for name in ("tools", "reasoning", "thinking_modes", "code", "image", "video", "structured_outputs", "responses"):
         assert rows[name]["declared"] is False and rows[name]["ran"] > 0, rows[name]
-    assert {rows[name]["discovered"] for name in ("tools", "image", "structured_outputs")} == {"served"}
+    assert {rows[name]["discovered"] for name in ("tools", "image", "structured_outputs", "responses")} == {"served"}
     assert gate["discovery"]["probes"]["thinking_modes"]["settings"]["modes"]
     result.stderr.fnmatch_lines(["*probed in * s: tools served, image served, video served*"])
     result.stdout.fnmatch_lines(["capability*declared*discovered*required*ran*skipped*result"])
