@@ -48,16 +48,18 @@ def _request(stream: bool, **fields: Any) -> dict[str, Any]:
     return body
 
 
-async def test_max_tokens_ends_the_reply_with_length_at_exactly_that_many_tokens(chat, stream) -> None:
+# OpenAI renamed max_tokens to max_completion_tokens; engines take both, and each must cut the reply.
+@pytest.mark.parametrize("field", ["max_tokens", "max_completion_tokens"])
+async def test_max_tokens_ends_the_reply_with_length_at_exactly_that_many_tokens(chat, stream, field: str) -> None:
     limit = CASE["max_tokens"]
-    reply = reply_of(await chat(_request(stream, max_tokens=limit), stream=stream))
+    reply = reply_of(await chat(_request(stream, **{field: limit}), stream=stream))
     assert reply.finish_reason == "length", (
-        f"max_tokens={limit} on a prompt that asks for a long answer, yet finish_reason is {reply.finish_reason!r}, "
+        f"{field}={limit} on a prompt that asks for a long answer, yet finish_reason is {reply.finish_reason!r}, "
         f"not 'length' (usage: {reply.usage}); content {short(reply.content)!r}")
     assert reply.usage is not None, "no usage in the reply" + (" (stream_options.include_usage was set)" if stream
                                                               else "")
     assert reply.usage.completion_tokens == limit, (
-        f"a reply cut at max_tokens={limit} reports usage.completion_tokens={reply.usage.completion_tokens}")
+        f"a reply cut at {field}={limit} reports usage.completion_tokens={reply.usage.completion_tokens}")
 
 
 def _without_thinking(body: dict[str, Any], model_profile: ModelProfile) -> dict[str, Any]:

@@ -116,6 +116,10 @@ DEFECTS: dict[str, str] = {
     "stop-included": "a stop string ends the reply but is left at the end of the content",
     "max-tokens-ignored": "chat max_tokens is ignored: the reply runs to its natural end (finish_reason 'stop')",
     "n-ignored": "chat n > 1 is accepted but only one choice is generated, and usage counts one",
+    "max-completion-tokens-ignored": (
+        "chat max_completion_tokens is accepted and ignored (max_tokens is still honoured): the reply runs to its"
+        " natural end"
+    ),
     "top-logprobs-duplicated": (
         "each token's top_logprobs lists the generated token k times instead of the k most likely distinct"
         " tokens, streamed and not"
@@ -349,9 +353,14 @@ class DefectHooks:
         """Whether the stop string that ended a reply stays in its content."""
         return "stop-included" in self.active
 
-    def max_tokens(self, requested: int | None) -> int | None:
-        """The chat max_tokens the engine applies."""
-        return None if "max-tokens-ignored" in self.active else requested
+    def max_tokens(self, requested: int | None, body: dict[str, Any]) -> int | None:
+        """The chat max_tokens the engine applies (`requested`: the request's, max_completion_tokens first)."""
+        if "max-tokens-ignored" in self.active:
+            return None
+        if "max-completion-tokens-ignored" in self.active and body.get("max_completion_tokens") is not None:
+            # Only the older field is read, as engines that predate max_completion_tokens do.
+            return body.get("max_tokens")
+        return requested
 
     def choices(self, requested: int) -> int:
         """How many chat choices the engine generates for `n`."""

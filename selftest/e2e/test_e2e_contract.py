@@ -26,6 +26,10 @@ def _both(test: str) -> set[str]:
     return {f"{test}[non-streamed]", f"{test}[streamed]"}
 
 
+def _fields(test: str, *fields: str) -> set[str]:
+    return {f"{test}[{mode}-{field}]" for mode in ("non-streamed", "streamed") for field in fields}
+
+
 def _every_case(test: str) -> set[str]:
     return {f"test_error_codes.py::{test}[{mode}-{case}]" for mode in ("non-streamed", "streamed")
             for case in ERROR_CASES}
@@ -35,6 +39,7 @@ STATUS = "test_invalid_request_is_refused_with_4xx"
 BODY = "test_refusal_has_an_error_body_that_names_the_problem"
 STRUCTURED = "test_structured_outputs.py::"
 LOGPROBS = "test_logprobs_have_one_entry_per_token_with_k_distinct_alternatives"
+MAX_TOKENS = "test_sampling.py::test_max_tokens_ends_the_reply_with_length_at_exactly_that_many_tokens"
 EXPECTED_FAILURES = {
     "ignore-response-format": _both(f"{STRUCTURED}test_json_schema_reply_is_json_that_fits_the_schema")
     | _both(f"{STRUCTURED}test_json_object_reply_is_a_json_object")
@@ -47,9 +52,9 @@ EXPECTED_FAILURES = {
     "error-body-plain": _every_case(BODY),
     "stop-included": _both("test_sampling.py::test_stop_string_ends_the_reply_and_is_not_included"),
     # The n check counts each choice's tokens by max_tokens: an engine ignoring it fails there too.
-    "max-tokens-ignored":
-        _both("test_sampling.py::test_max_tokens_ends_the_reply_with_length_at_exactly_that_many_tokens")
+    "max-tokens-ignored": _fields(MAX_TOKENS, "max_tokens", "max_completion_tokens")
     | _both("test_sampling.py::test_n_choices_are_indexed_and_usage_counts_them_all"),
+    "max-completion-tokens-ignored": _fields(MAX_TOKENS, "max_completion_tokens"),
     "n-ignored": _both("test_sampling.py::test_n_choices_are_indexed_and_usage_counts_them_all"),
     "top-logprobs-duplicated": _both(f"test_sampling.py::{LOGPROBS}"),
     # The deltas' entries are right; only the stream's finish chunk repeats them.
