@@ -136,7 +136,7 @@ async def test_logprobs_have_one_entry_per_token_with_k_distinct_alternatives(ch
         f" (and {len(problems) - 3} more)" if len(problems) > 3 else "")
 
 
-async def test_same_seed_gives_the_same_sampled_reply(chat, acceptance, model_profile, stream) -> None:
+async def test_same_seed_gives_the_same_sampled_reply(chat, acceptance, model_profile, stream, request) -> None:
     # Sampled, where a seed matters. A batching engine may legitimately vary (a batch changes the
     # arithmetic), so a difference is reported as a warning, never a failure; a refused seed fails.
     body = {**_without_thinking(_request(stream, max_tokens=CASE["seed_tokens"], seed=CASE["seed"]),
@@ -147,6 +147,8 @@ async def test_same_seed_gives_the_same_sampled_reply(chat, acceptance, model_pr
     said = [(reply.reasoning or "") + reply.content for reply in (first, second)]
     attach_json("the two replies of the same seed", {"seed": CASE["seed"], "temperature": body["temperature"],
                                                       "replies": said}, acceptance.redactor)
+    # A figure of gate.json, so the observation is in the verdict too, not only in the warnings summary.
+    request.node.user_properties.append(("seed_repeated", said[0] == said[1]))
     if said[0] != said[1]:
         warnings.warn(ObservationWarning(
             f"seed {CASE['seed']} at temperature {body['temperature']} gave two different replies (reasoning "

@@ -122,6 +122,8 @@ def test_a_seed_that_does_not_repeat_is_a_warning_not_a_failure(pytester: pytest
     result, outcomes = run_suite(pytester, "-m", "sampling", "-k", "seed", "--inject", "seed-ignored")
     assert result.ret == 0 and outcomes and set(outcomes.values()) == {"passed"}, result.stdout.str()[-3000:]
     result.stdout.fnmatch_lines(["*ObservationWarning: seed 1234 at temperature 1.0 gave two different replies*"])
+    figures = json.loads((pytester.path / "gate.json").read_text(encoding="utf-8"))["figures"]
+    assert [f["seed_repeated"] for f in figures.values() if "seed_repeated" in f] == [False, False], figures
 
 
 def test_an_image_the_engine_cannot_fetch_is_asked_only_where_images_are_served(pytester: pytest.Pytester) -> None:
