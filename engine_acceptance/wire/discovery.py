@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from engine_acceptance.wire.client import ClientTimeouts, EngineTarget, Exchange, RawStreamingClient, SdkChatClient
+from engine_acceptance.wire.reassembly import Reply
 from engine_acceptance.media.messages import error_message, media_part, user_turn
 from engine_acceptance.profiles.profile import EngineProfile
 from engine_acceptance.profiles.request_options import deep_merge
@@ -234,18 +235,25 @@ def _refusal_or_fault(exchange: Exchange) -> tuple[str, str] | None:
     return None
 
 
+def _readable_reply(exchange: Exchange) -> Reply | tuple[str, str]:
+    """The reply of a chat probe answered 2xx and read whole; else its (state, evidence)."""
+    outcome = _refusal_or_fault(exchange)
+    if outcome is not None:
+        return outcome
+    if exchange.reply is None:
+        return "broken", _cap(f"HTTP {exchange.status} without a usable reply: {_body_text(exchange)}")
+    return exchange.reply
+
+
 def classify_exchange(exchange: Exchange) -> tuple[str, str]:
     """(state, evidence) of one chat probe: a usable reply, a 4xx refusal, or anything else.
 
     A usable reply is a 2xx whose reply could be read whole and says something
     (content, reasoning or a tool call); an empty one is broken.
     """
-    outcome = _refusal_or_fault(exchange)
-    if outcome is not None:
-        return outcome
-    reply = exchange.reply
-    if reply is None:
-        return "broken", _cap(f"HTTP {exchange.status} without a usable reply: {_body_text(exchange)}")
+    reply = _readable_reply(exchange)
+    if isinstance(reply, tuple):
+        return reply
     if not (reply.content.strip() or reply.reasoning.strip() or reply.tool_calls):
         return "broken", _cap(f"HTTP {exchange.status} with nothing in content, reasoning or tool calls "
                               f"(finish_reason {reply.finish_reason!r})")
@@ -354,12 +362,9 @@ def classify_structured(exchange: Exchange) -> tuple[str, str]:
     ``response_format`` (not served); free text under a 2xx means the constraint was
     ignored: broken, so the checks run and say so.
     """
-    outcome = _refusal_or_fault(exchange)
-    if outcome is not None:
-        return outcome
-    reply = exchange.reply
-    if reply is None:
-        return "broken", _cap(f"HTTP {exchange.status} without a usable reply: {_body_text(exchange)}")
+    reply = _readable_reply(exchange)
+    if isinstance(reply, tuple):
+        return reply
     content = reply.content.strip()
     if not content and reply.reasoning.strip():
         # A reasoning model spends the probe's tokens reasoning; the grammar applies after it.
