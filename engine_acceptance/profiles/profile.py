@@ -65,6 +65,11 @@ class EngineProfile:
         return self.features.get("tokenize_endpoint")
 
     @property
+    def readiness_path(self) -> str:
+        """The route that answers 200 once the engine serves (``/health`` unless the profile says otherwise)."""
+        return self.features.get("readiness_path") or "/health"
+
+    @property
     def supports_ignore_eos(self) -> bool:
         return bool(self.features.get("ignore_eos"))
 

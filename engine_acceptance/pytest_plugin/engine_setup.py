@@ -69,9 +69,12 @@ def prepare_session(options: AcceptanceOptions, engine_profiles: list[EngineProf
     url = options.engine_url
     if url is None:
         options, url, reference = _start_reference_engine(options, keep_reference)
+    # Before detection the kind is known only from --engine; its profile may name another readiness route.
+    named = next((p for p in engine_profiles if p.name == options.engine_kind), None)
     ready_after = wait_until_ready(url, readiness_timeout=options.readiness_timeout,
                                    startup_timeout=options.startup_timeout,
-                                   probe_timeout=options.timeouts.connect, progress=progress)
+                                   probe_timeout=options.timeouts.connect, progress=progress,
+                                   path=named.readiness_path if named else "/health", api_key=options.api_key)
     engine = detect_engine(url, api_key=options.api_key, requested_kind=options.engine_kind,
                            requested_model=options.model, engine_profiles=engine_profiles,
                            probe_timeout=max(options.timeouts.connect, 10.0))

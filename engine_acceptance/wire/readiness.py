@@ -23,6 +23,8 @@ from engine_acceptance.profiles.profile import EngineProfile
 __all__ = ["EngineInfo", "EngineUnavailable", "detect_engine", "wait_until_ready"]
 
 PROGRESS_EVERY_S = 10.0
+# Where readiness is judged when the engine has no /health route (llama.cpp's Python server).
+MODELS_READINESS_PATH = "/v1/models"
 
 
 @dataclass
@@ -84,15 +86,21 @@ def wait_until_ready(
     startup_timeout: float,
     probe_timeout: float,
     progress: Callable[[str], None] = lambda message: None,
+    path: str = "/health",
+    api_key: str | None = None,
 ) -> float:
-    """Poll ``/health`` until 200; return the seconds it took.
+    """Poll ``path`` (``/health`` unless the engine profile names another) until 200; return the seconds it took.
+
+    A server without a ``/health`` route (llama.cpp's Python server answers it 404) is up:
+    readiness is then judged by ``/v1/models`` answering 200 instead (with the API key,
+    which such a server may require there).
 
     ``startup_timeout`` is how long a refused connection is tolerated (an engine
     still loading weights has not bound its port yet); with 0, nothing listening
     means the URL is wrong and the run stops at once. ``readiness_timeout`` bounds
     the wait for an engine that answers but is not ready, or does not answer.
     """
-    url = base_url.rstrip("/") + "/health"
+    url = base_url.rstrip("/") + path
     started = time.monotonic()
     deadline_refused = started + startup_timeout
     deadline = started + max(readiness_timeout, startup_timeout)
@@ -100,10 +108,15 @@ def wait_until_ready(
     last: _Answer | None = None
     while True:
         remaining = deadline - time.monotonic()
-        last = _get(url, timeout=max(0.5, min(probe_timeout, remaining)))
+        last = _get(url, timeout=max(0.5, min(probe_timeout, remaining)), api_key=api_key)
         now = time.monotonic()
         if last.status == 200:
             return now - started
+        if last.status == 404 and path != MODELS_READINESS_PATH:
+            progress(f"GET {url} answered 404 (no such route): judging readiness by GET {MODELS_READINESS_PATH}")
+            path = MODELS_READINESS_PATH
+            url = base_url.rstrip("/") + path
+            continue
         if last.refused and now >= deadline_refused:
             hint = "" if startup_timeout else " (if it is still starting, give --startup-timeout SECONDS to wait for it)"
             raise EngineUnavailable(f"engine unreachable: nothing answers at {base_url} ({last.error}){hint}")
