@@ -90,6 +90,11 @@ def _unaskable(case_id: str, acceptance: AcceptanceSession, engine_profile: Engi
     if case_id == "unknown-model" and not engine_profile.rejects_unknown_model:
         return (f"engine profile {engine_profile.name!r} ({engine_profile.source}) says the engine serves its "
                 "model under any name (features.rejects_unknown_model: false)")
+    if case_id == "max-tokens-zero" and not engine_profile.rejects_max_tokens_zero:
+        # Sent anyway, it would hold the engine until the context is full (minutes on a CPU), and a
+        # non-streamed request is not cancelled there when the client gives up.
+        return (f"engine profile {engine_profile.name!r} ({engine_profile.source}) says max_tokens 0 means no "
+                "limit on this engine, not an invalid value (features.rejects_max_tokens_zero: false)")
     if case_id == "prompt-over-context" and not acceptance.engine.max_model_len:
         return "the engine advertises no max_model_len in /v1/models: no context to exceed"
     return None

@@ -79,6 +79,11 @@ class EngineProfile:
         return self.features.get("rejects_unknown_model", True) is not False
 
     @property
+    def rejects_max_tokens_zero(self) -> bool:
+        """Whether ``max_tokens: 0`` is refused (llama-cpp-python reads it as "no limit")."""
+        return self.features.get("rejects_max_tokens_zero", True) is not False
+
+    @property
     def error_shape(self) -> str:
         """How a refusal's body is shaped: ``nested`` (OpenAI's, the default) or ``flat`` (SGLang's)."""
         return self.features.get("error_shape") or "nested"
