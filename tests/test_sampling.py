@@ -50,7 +50,12 @@ def _request(stream: bool, **fields: Any) -> dict[str, Any]:
 
 # OpenAI renamed max_tokens to max_completion_tokens; engines take both, and each must cut the reply.
 @pytest.mark.parametrize("field", ["max_tokens", "max_completion_tokens"])
-async def test_max_tokens_ends_the_reply_with_length_at_exactly_that_many_tokens(chat, stream, field: str) -> None:
+async def test_max_tokens_ends_the_reply_with_length_at_exactly_that_many_tokens(chat, engine_profile, stream,
+                                                                                field: str) -> None:
+    if field == "max_completion_tokens" and not engine_profile.takes_max_completion_tokens:
+        # Sent anyway, the request would have no limit: it would hold the engine until the context is full.
+        pytest.skip(f"engine profile {engine_profile.name!r} ({engine_profile.source}) says max_completion_tokens is "
+                    "not a request field of this engine (features.takes_max_completion_tokens: false)")
     limit = CASE["max_tokens"]
     reply = reply_of(await chat(_request(stream, **{field: limit}), stream=stream))
     assert reply.finish_reason == "length", (

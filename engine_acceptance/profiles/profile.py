@@ -79,6 +79,11 @@ class EngineProfile:
         return self.features.get("rejects_unknown_model", True) is not False
 
     @property
+    def takes_max_completion_tokens(self) -> bool:
+        """Whether ``max_completion_tokens`` is a request field (llama-cpp-python knows only ``max_tokens``)."""
+        return self.features.get("takes_max_completion_tokens", True) is not False
+
+    @property
     def rejects_max_tokens_zero(self) -> bool:
         """Whether ``max_tokens: 0`` is refused (llama-cpp-python reads it as "no limit")."""
         return self.features.get("rejects_max_tokens_zero", True) is not False
