@@ -74,6 +74,18 @@ class AcceptanceSession:
             return self.declared_profile.lacks_reason(capability)
         return plan.reason
 
+    def broken_reason(self, capability: str) -> str:
+        """What discovery found wrong with a capability it found broken, to lead a failing check's message.
+
+        A broken capability's checks run and fail on what the engine answers; the answer alone
+        may hide why (a model that never saw the image names a wrong colour). Empty when the
+        probe did not find it broken.
+        """
+        plan = self.plans.get(capability)
+        if plan is None or plan.discovered != "broken":
+            return ""
+        return f"{capability} found broken by capability discovery ({plan.evidence}); "
+
     @property
     def target(self) -> EngineTarget:
         return EngineTarget(

@@ -3,7 +3,9 @@
 Media comes from ``media/`` (deterministic, sha256-checked) and is sent as base64
 data URIs in ``image_url`` parts. Answers are read tolerantly: Chinese or English
 colour words, numbers with or without units. Each check attaches a thumbnail of
-what it sent next to the model's reply, and runs streamed and not.
+what it sent next to the model's reply, and runs streamed and not. Where discovery found
+image input broken (answered 200 but not counted in prompt_tokens: dropped), each failure
+message leads with that finding, so a wrong colour is not mistaken for the model's.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from engine_acceptance.media.messages import (
     values_in_order,
 )
 from engine_acceptance.resources import load_prompts
+from engine_acceptance.session import AcceptanceSession
 
 # Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
 pytestmark = [pytest.mark.asyncio, pytest.mark.image, pytest.mark.requires("image")]
@@ -36,11 +39,17 @@ def _case_id(case: dict[str, Any]) -> str:
     return case["file"].removesuffix(".png")
 
 
+@pytest.fixture
+def why(acceptance: AcceptanceSession) -> str:
+    """Leads each failure message when discovery found image input broken (a part dropped, say); else empty."""
+    return acceptance.broken_reason("image")
+
+
 def _words(color: str) -> str:
     return "/".join(COLOR_WORDS[color][:3])
 
 
-async def _ask(chat, prompt: str, files: list[str], *, stream: bool) -> str:
+async def _ask(chat, prompt: str, files: list[str], *, stream: bool, why: str) -> str:
     for name in files:
         attach_media(name)
     body = {
@@ -50,46 +59,46 @@ async def _ask(chat, prompt: str, files: list[str], *, stream: bool) -> str:
     }
     reply = reply_of(await chat(body, stream=stream, label=" + ".join(files)))
     assert reply.content.strip(), (
-        f"content is empty (finish_reason={reply.finish_reason!r}, reasoning={short(reply.reasoning)!r})")
+        f"{why}content is empty (finish_reason={reply.finish_reason!r}, reasoning={short(reply.reasoning)!r})")
     return reply.content
 
 
-async def test_chart_values_are_read_and_the_dropping_quarter_is_named(chat, stream) -> None:
+async def test_chart_values_are_read_and_the_dropping_quarter_is_named(chat, stream, why: str) -> None:
     case = CASES["chart"]
-    answer = await _ask(chat, case["prompt"], [case["file"]], stream=stream)
+    answer = await _ask(chat, case["prompt"], [case["file"]], stream=stream, why=why)
     values = case["values"]
     assert values_in_order(answer, list(values.values())), (
-        f"expected the values {', '.join(f'{q}={v}' for q, v in values.items())} in this order; "
+        f"{why}expected the values {', '.join(f'{q}={v}' for q, v in values.items())} in this order; "
         f"the answer has the numbers {numbers_in(answer)}: {short(answer)!r}")
     assert drop_clause(answer, case["dropped"]), (
-        f"expected {case['dropped']} named as the quarter that dropped from the one before; "
+        f"{why}expected {case['dropped']} named as the quarter that dropped from the one before; "
         f"no sentence names it with a word for a drop: {short(answer)!r}")
 
 
 @pytest.mark.parametrize("case", CASES["largest_color"]["cases"], ids=_case_id)
-async def test_color_of_the_largest_area_is_named(chat, stream, case: dict[str, Any]) -> None:
-    answer = await _ask(chat, CASES["largest_color"]["prompt"], [case["file"]], stream=stream)
+async def test_color_of_the_largest_area_is_named(chat, stream, why: str, case: dict[str, Any]) -> None:
+    answer = await _ask(chat, CASES["largest_color"]["prompt"], [case["file"]], stream=stream, why=why)
     named = colors_named(answer)
     # The border is white and the marks black: naming them too is fine, another hue is not.
     others = [color for color in named if color not in (case["color"], "white", "black")]
     assert case["color"] in named and not others, (
-        f"expected the largest area of {case['file']} named {case['color']} ({_words(case['color'])}); "
+        f"{why}expected the largest area of {case['file']} named {case['color']} ({_words(case['color'])}); "
         f"the answer names {named or 'no colour'}: {short(answer)!r}")
 
 
 @pytest.mark.parametrize("case", CASES["pure_color"]["cases"], ids=_case_id)
-async def test_pure_color_image_is_named_by_its_color(chat, stream, case: dict[str, Any]) -> None:
-    answer = await _ask(chat, CASES["pure_color"]["prompt"], [case["file"]], stream=stream)
+async def test_pure_color_image_is_named_by_its_color(chat, stream, why: str, case: dict[str, Any]) -> None:
+    answer = await _ask(chat, CASES["pure_color"]["prompt"], [case["file"]], stream=stream, why=why)
     named = colors_named(answer)
     assert named[:1] == [case["color"]], (
-        f"{case['file']} is one single colour, {case['color']} ({_words(case['color'])}); "
+        f"{why}{case['file']} is one single colour, {case['color']} ({_words(case['color'])}); "
         f"the answer names {named or 'no colour'}: {short(answer)!r}")
 
 
-async def test_two_images_in_one_request_are_read_in_order(chat, stream) -> None:
+async def test_two_images_in_one_request_are_read_in_order(chat, stream, why: str) -> None:
     case = CASES["two_images"]
-    answer = await _ask(chat, case["prompt"], case["files"], stream=stream)
+    answer = await _ask(chat, case["prompt"], case["files"], stream=stream, why=why)
     hues = [color for color in colors_named(answer) if color not in ("white", "black")]
     assert hues == case["colors"], (
-        f"expected the images' main colours in order, {' then '.join(case['colors'])}; "
+        f"{why}expected the images' main colours in order, {' then '.join(case['colors'])}; "
         f"the answer names {hues or 'no colour'} (white and black ignored): {short(answer)!r}")

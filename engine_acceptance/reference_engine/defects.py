@@ -17,6 +17,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .chat_template import MEDIA_PLACEHOLDERS
 from .code_answers import hostile_function
 from .faults import FAULTS
 from .generation import THINK_CLOSE, THINK_OPEN, Generation, Piece
@@ -24,7 +25,7 @@ from .retrieval import corrupt_first_code, drop_middle
 from .vision import ImageFacts, SeenMedia
 
 if TYPE_CHECKING:
-    from .protocol import MediaError, RequestError, Sampling
+    from .protocol import ChatRequest, MediaError, RequestError, Sampling
     from .responder import Answer, ThinkingMode
     from .tools import ToolRequest
 
@@ -187,6 +188,12 @@ DEFECTS: dict[str, str] = {
         "after a client disconnects mid-stream the engine stops answering new chat requests: they are accepted,"
         " counted waiting, and never answered (the disconnected requests themselves are freed)"
     ),
+    # A second real engine (issue 16): what llama.cpp's server does with a text-only model.
+    "media-ignored": (
+        "image and video parts are accepted (corrupt ones still refused) and dropped before the prompt is"
+        " rendered: no placeholder tokens in usage.prompt_tokens, and the answer is made as if no media was"
+        " sent (llama.cpp's server 0.3.36 with a GGUF and no CLIP model)"
+    ),
 }
 
 # The request fields whose invalid values the error-code contract checks (bad-params-500,
@@ -236,6 +243,16 @@ class DefectHooks:
         if "ignore-tool-choice" in self.active and request is not None and request.tools:
             return dataclasses.replace(request, choice="auto", named=None)
         return request
+
+    def chat_request(self, req: ChatRequest) -> ChatRequest:
+        """The chat request as the engine renders and answers it, after validation."""
+        if "media-ignored" not in self.active:
+            return req
+        # After validation, so corrupt media is still refused; before the template, so it costs no tokens.
+        messages = [{**message, "content": [part for part in message["content"]
+                                            if part.get("type") not in MEDIA_PLACEHOLDERS]}
+                    if isinstance(message.get("content"), list) else message for message in req.messages]
+        return dataclasses.replace(req, messages=messages, media=())
 
     def prompt_messages(self, messages: Sequence[Any]) -> Sequence[Any]:
         """The conversation as the model reads it (usage still counts what was sent)."""

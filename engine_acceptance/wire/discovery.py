@@ -13,8 +13,9 @@ of four states:
   (vLLM: ``400 gemma-3-270m is not a multimodal model``, ``400 "auto" tool choice
   requires --enable-auto-tool-choice and --tool-call-parser to be set``).
 * ``broken``: anything else: a 5xx, a timeout, a failed connection, a malformed
-  reply, a 200 that is not a usable reply. Broken counts as served: the checks
-  run and fail, naming the fault, rather than being skipped.
+  reply, a 200 that is not a usable reply, an image or video answered 200 but not
+  counted in ``usage.prompt_tokens`` (dropped in silence). Broken counts as served:
+  the checks run and fail, naming the fault, rather than being skipped.
 * ``not_probed``: the suite cannot ask, and says why (the engine profile does not
   say how a video is sent, the committed media are missing).
 
@@ -63,6 +64,7 @@ __all__ = [
     "STRUCTURED_PROBE_SCHEMA",
     "RESPONSES_PATH",
     "classify_exchange",
+    "classify_media",
     "classify_responses",
     "classify_structured",
     "classify_tokenize",
@@ -262,6 +264,38 @@ def classify_exchange(exchange: Exchange) -> tuple[str, str]:
     return "served", _cap(f"HTTP {exchange.status}: {said}")
 
 
+def _prompt_tokens(exchange: Exchange) -> int | None:
+    """usage.prompt_tokens of a readable reply, when it is a count."""
+    usage = exchange.reply.usage if exchange.reply is not None else None
+    count = usage.prompt_tokens if usage is not None else None
+    return count if isinstance(count, int) and not isinstance(count, bool) else None
+
+
+def classify_media(with_media: Exchange, without: Exchange, *, content_type: str, noun: str) -> tuple[str, str]:
+    """(state, evidence) of a media probe: the request with the media part, and the same without it.
+
+    Every engine that reads an image or a video counts it in ``usage.prompt_tokens`` (vLLM:
+    256 tokens per Gemma 3 image; SGLang likewise). A server without a vision model may
+    answer 200 and drop the part in silence (llama.cpp's server with a text-only GGUF:
+    prompt_tokens 7 with the image and without): a client gets an answer that pretends to
+    have seen it, so that is broken, not served, and the checks run and say so. When
+    either reply has no usage the count cannot be compared: the media reply is judged as
+    any chat probe is, and the evidence says the check was not made.
+    """
+    state, evidence = classify_exchange(with_media)
+    if state != "served":
+        return state, evidence
+    counted, baseline = _prompt_tokens(with_media), _prompt_tokens(without)
+    if counted is None or baseline is None:
+        which = ("either reply" if counted is None and baseline is None
+                 else f"the reply with the {noun}" if counted is None else "the reply without it")
+        return state, _cap(f"not checked that the {noun} was read (no usage in {which}); {evidence}")
+    if counted <= baseline:
+        return "broken", _cap(f"{content_type} part dropped: prompt_tokens {counted} with the {noun}, {baseline} "
+                              f"without (the engine answered 200 but did not read the {noun})")
+    return state, _cap(f"prompt_tokens {counted} with the {noun}, {baseline} without; {evidence}")
+
+
 def classify_tokenize(exchange: Exchange, endpoint: str) -> tuple[str, str]:
     """(state, evidence) of the tokenize probe: 200 with a token list or count is served."""
     outcome = _refusal_or_fault(exchange)
@@ -340,10 +374,13 @@ async def _probe_tools(chat: SdkChatClient, max_tokens: int) -> Probe:
 
 async def _probe_media(chat: SdkChatClient, capability: str, content_type: str, media: _Media | str,
                        prompt: str, max_tokens: int) -> Probe:
+    """The media request and the same question without the media, sent together (see :func:`classify_media`)."""
     if isinstance(media, str):
         return Probe(capability, "not_probed", _cap(media))
-    body = _chat_body(user_turn(prompt, [media_part(content_type, media.data_uri())]), max_tokens)
-    state, evidence = classify_exchange(await chat.chat(body, stream=False))
+    with_media = _chat_body(user_turn(prompt, [media_part(content_type, media.data_uri())]), max_tokens)
+    without = _chat_body(user_turn(prompt, []), max_tokens)
+    exchanges = await asyncio.gather(chat.chat(with_media, stream=False), chat.chat(without, stream=False))
+    state, evidence = classify_media(*exchanges, content_type=content_type, noun=capability)
     settings = {"content_type": content_type} if state != "not_served" else {}
     return Probe(capability, state, _cap(f"{media.name}: {evidence}"), settings)
 

@@ -2,12 +2,14 @@
 
 A clean engine passes them all; each media defect fails exactly the checks that
 exist for it, for the reason they exist; a text-only profile skips image and video
-with the reason. Runs go through ``pytester`` in a subprocess, as a user runs them.
+with the reason; an engine that answers media 200 and drops it is discovered broken,
+and its image and video checks fail saying so. Runs go through ``pytester`` in a subprocess, as a user runs them.
 """
 
 from __future__ import annotations
 
 import base64
+import json
 
 import pytest
 from suite_runner import failed, run_suite
@@ -98,3 +100,45 @@ def test_a_profile_without_media_on_an_engine_that_reads_them_gets_them_tested(p
     result, outcomes = run_suite(pytester, "-m", MEDIA_MARKERS, "--profile", "generic")
     image_and_video = {t: o for t, o in outcomes.items() if t.startswith(("test_image.py", "test_video.py"))}
     assert image_and_video and set(image_and_video.values()) == {"passed"}, result.stdout.str()[-3000:]
+
+
+def _discovered(pytester: pytest.Pytester, capability: str) -> dict[str, str]:
+    return json.loads((pytester.path / "gate.json").read_text(encoding="utf-8"))["discovery"]["probes"][capability]
+
+
+def _image_and_video(outcomes: dict[str, str]) -> dict[str, str]:
+    return {t: o for t, o in outcomes.items() if t.startswith(("test_image.py", "test_video.py"))}
+
+
+def test_media_answered_but_dropped_is_discovered_broken_and_fails_every_image_and_video_check(
+        pytester: pytest.Pytester) -> None:
+    # As llama.cpp's server with a text-only GGUF: 200, the part dropped. No profile declares
+    # media, so the checks run only because discovery found them broken, not "served".
+    result, outcomes = run_suite(pytester, "-m", MEDIA_MARKERS, "--profile", "generic", "--inject", "media-ignored")
+    dropped = _image_and_video(outcomes)
+    assert len(dropped) == 20 and failed(outcomes) == set(dropped), result.stdout.str()[-3000:]
+    # Corrupt media is still refused: the parts are dropped after they are decoded.
+    assert {outcomes[t] for t in CORRUPT_STATUS_CHECKS} == {"passed"} and outcomes[RECOVERY] == "passed"
+    for capability, part in (("image", "image_url"), ("video", "video_url")):
+        probe = _discovered(pytester, capability)
+        assert probe["state"] == "broken", probe
+        assert f"{part} part dropped: prompt_tokens " in probe["evidence"], probe
+        assert probe["evidence"].endswith(f"(the engine answered 200 but did not read the {capability})"), probe
+    # Each failure leads with the finding, not only the colour the model could not see.
+    result.stdout.fnmatch_lines([
+        "*image found broken by capability discovery (pure-red-512.png: image_url part dropped: prompt_tokens * "
+        "with the image, * without (the engine answered 200 but did not read the image)); expected the largest "
+        "area of bordered-red-512.png named red*",
+        "*video found broken by capability discovery (video-rgb-16f.webm: video_url part dropped: *); expected the "
+        "background colours in order*",
+    ])
+    assert result.ret == 1
+
+
+@pytest.mark.parametrize("convention", ["vllm", "sglang"])
+def test_a_clean_engine_discovers_image_served_by_its_prompt_tokens(pytester: pytest.Pytester,
+                                                                    convention: str) -> None:
+    result, outcomes = run_suite(pytester, "-m", "image", "--profile", "generic", "--convention", convention)
+    assert result.ret == 0 and outcomes and set(outcomes.values()) == {"passed"}, result.stdout.str()[-3000:]
+    probe = _discovered(pytester, "image")
+    assert probe["state"] == "served" and " with the image, " in probe["evidence"], probe

@@ -3,7 +3,8 @@
 Against the reference engine started with the launcher, as the suite starts it:
 everything served under a model name no profile matches, then each option that
 takes a capability away (--text-only, --no-tool-parser, --no-tokenize,
---no-reasoning) and faults that break it. The classification of single replies and
+--no-reasoning) and faults and defects that break it (media-ignored: an image answered 200
+but never read). The classification of single replies and
 the thinking-switch logic are also tested on crafted exchanges, where the engine
 cannot be made to answer that way.
 """
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -28,6 +30,7 @@ from engine_acceptance.wire.discovery import (
     Probe,
     SwitchTrial,
     classify_exchange,
+    classify_media,
     classify_responses,
     classify_structured,
     classify_tokenize,
@@ -146,6 +149,28 @@ def test_503_storm_makes_every_chat_capability_broken_not_skipped(engines: Engin
         assert discovery.served(capability)
     # Transport faults touch chat completions only.
     assert discovery.state("tokenize") == "served"
+
+
+@pytest.mark.parametrize(("convention", "engine_profile"), [("vllm", "vllm"), ("sglang", "sglang")])
+def test_image_and_video_are_served_when_they_cost_prompt_tokens(engines: Engines, convention: str,
+                                                                 engine_profile: str) -> None:
+    discovery = run_discovery(engines, engine_profile=engine_profile, convention=convention)
+    for capability, name in (("image", "pure-red-512.png"), ("video", "video-rgb-16f.webm")):
+        probe = discovery.probes[capability]
+        # The reference template renders a placeholder token per image or video: one more than the text alone.
+        assert probe.state == "served", probe
+        assert re.match(rf"{name}: prompt_tokens (\d+) with the {capability}, (\d+) without; HTTP 200",
+                        probe.evidence), probe
+
+
+def test_media_answered_but_dropped_is_broken_with_the_token_counts(engines: Engines) -> None:
+    discovery = run_discovery(engines, defects=["media-ignored"])
+    for capability, part in (("image", "image_url"), ("video", "video_url")):
+        probe = discovery.probes[capability]
+        assert probe.state == "broken" and discovery.served(capability), probe
+        assert re.fullmatch(rf".*: {part} part dropped: prompt_tokens (\d+) with the {capability}, \1 without "
+                            rf"\(the engine answered 200 but did not read the {capability}\)", probe.evidence), probe
+    assert states(discovery)["tools"] == "served"
 
 
 def test_error_body_under_200_is_broken(engines: Engines) -> None:
@@ -267,6 +292,51 @@ def chat_body(content: str = "42", reasoning: str | None = None) -> dict[str, An
 )
 def test_classify_exchange(made: Exchange, state: str, evidence: str) -> None:
     assert classify_exchange(made) == (state, evidence)
+
+
+def _counted(prompt_tokens: int | None, content: str = "Red") -> Exchange:
+    body = chat_body(content)
+    if prompt_tokens is None:
+        del body["usage"]
+    else:
+        body["usage"] = {"prompt_tokens": prompt_tokens, "completion_tokens": 2, "total_tokens": prompt_tokens + 2}
+    return exchange(200, body)
+
+
+@pytest.mark.parametrize(
+    ("with_media", "without", "state", "evidence"),
+    [
+        pytest.param(_counted(263), _counted(7), "served",
+                     "prompt_tokens 263 with the image, 7 without; HTTP 200: content 'Red'", id="counted"),
+        # llama.cpp's server 0.3.36 with a text-only GGUF, measured.
+        pytest.param(_counted(7), _counted(7), "broken",
+                     "image_url part dropped: prompt_tokens 7 with the image, 7 without (the engine answered 200 "
+                     "but did not read the image)", id="llamacpp-dropped"),
+        pytest.param(_counted(6), _counted(7), "broken",
+                     "image_url part dropped: prompt_tokens 6 with the image, 7 without (the engine answered 200 "
+                     "but did not read the image)", id="fewer"),
+        pytest.param(_counted(None), _counted(7), "served",
+                     "not checked that the image was read (no usage in the reply with the image); HTTP 200: "
+                     "content 'Red'", id="no-usage-with"),
+        pytest.param(_counted(263), _counted(None), "served",
+                     "not checked that the image was read (no usage in the reply without it); HTTP 200: "
+                     "content 'Red'", id="no-usage-without"),
+        pytest.param(_counted(263), exchange(500, {"error": {"message": "boom"}}), "served",
+                     "not checked that the image was read (no usage in the reply without it); HTTP 200: "
+                     "content 'Red'", id="text-only-failed"),
+        pytest.param(_counted(None), _counted(None), "served",
+                     "not checked that the image was read (no usage in either reply); HTTP 200: content 'Red'",
+                     id="no-usage-either"),
+        # The media request's own refusal or fault decides; the counts are not looked at.
+        pytest.param(exchange(400, {"error": {"message": "m is not a multimodal model"}}), _counted(7),
+                     "not_served", "HTTP 400: m is not a multimodal model", id="400"),
+        pytest.param(_counted(7, content=""), _counted(7), "broken",
+                     "HTTP 200 with nothing in content, reasoning or tool calls (finish_reason 'stop')",
+                     id="empty-reply"),
+    ],
+)
+def test_classify_media(with_media: Exchange, without: Exchange, state: str, evidence: str) -> None:
+    assert classify_media(with_media, without, content_type="image_url", noun="image") == (state, evidence)
 
 
 def test_evidence_is_capped_for_a_table_cell() -> None:
