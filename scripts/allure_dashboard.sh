@@ -3,7 +3,11 @@
 #
 #   scripts/allure_dashboard.sh [RESULTS_DIR] [REPORT_DIR]          generate the static report
 #   SCREENSHOT=out.png scripts/allure_dashboard.sh [RESULTS] [REPORT]   ... and take a screenshot
-#   PAGE='index.html#behaviors' | TEST=name-part  which page to photograph
+#   PAGE='index.html#behaviors' | TEST=name-part [TAB=history]  which page to photograph
+#   HISTORY=allure-history/ENGINE scripts/allure_dashboard.sh [RESULTS] [REPORT]
+#       keep this engine's release history: the Trend and each check's History tab
+#       show every earlier run whose report went through the same store folder
+#   REPORT_URL=https://.../run-42/  where this report will be published (History links)
 #
 # Allure 2 (npm package allure-commandline, needs Java 8+) is used because it shows
 # categories.json, environment.properties and executor.json on its overview page.
@@ -14,13 +18,24 @@ set -euo pipefail
 
 results=${1:-allure-results}
 report=${2:-allure-report}
+history=${HISTORY:-}
 tools=${EA_TOOLS:-$HOME/.cache/engine-acceptance/tools}
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 allure_version=2.46.1
 
 log() { printf '[allure-dashboard %s] %s\n' "$(date +%H:%M:%S)" "$*"; }
 
 [ -d "$results" ] || { echo "no results directory: $results (run the suite first)" >&2; exit 2; }
 command -v java >/dev/null || { echo "java is required by Allure 2 (apt-get install default-jre-headless)" >&2; exit 2; }
+
+# The store logic is plain Python (engine_acceptance/allure_history.py, standard library
+# only), run from this checkout so no virtualenv is needed here.
+store() { PYTHONPATH="$repo${PYTHONPATH:+:$PYTHONPATH}" python3 -m engine_acceptance.allure_history "$@"; }
+
+if [ -n "$history" ]; then
+    # Before generating: a bad store stops here, and the store is not touched until Allure succeeded.
+    store seed --store "$history" --results "$results" ${REPORT_URL:+--report-url "$REPORT_URL"}
+fi
 
 allure="$tools/node_modules/.bin/allure"
 if [ ! -x "$allure" ]; then
@@ -31,6 +46,10 @@ fi
 
 log "generating $report from $results"
 "$allure" generate --clean "$results" -o "$report" >/dev/null
+
+if [ -n "$history" ]; then
+    store keep --store "$history" --results "$results" --report "$report"
+fi
 
 if [ -n "${SCREENSHOT:-}" ]; then
     chromium=$(command -v chromium || command -v chromium-browser || true)
@@ -58,6 +77,7 @@ parent, uid = walk(json.loads((report / "data" / "behaviors.json").read_text()))
 print(f"index.html#behaviors/{parent}/{uid}")
 PY
 )
+        route="$route${TAB:+/$TAB}"
     fi
     page="http://127.0.0.1:$port/$route"
     log "screenshot of $page -> $SCREENSHOT"

@@ -8,12 +8,14 @@ from __future__ import annotations
 
 import doctest
 import json
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import allure
 import pytest
 
+from engine_acceptance import __version__
 from engine_acceptance.failure_categories import CATEGORIES, FAILURE_CATEGORIES, FAILURE_RULES, failure_category
 from engine_acceptance.wire.client import Exchange
 from engine_acceptance.wire.redaction import Redactor
@@ -27,6 +29,7 @@ __all__ = [
     "allure_status",
     "attach_exchange",
     "attach_json",
+    "engine_title",
     "failure_category",
     "label_for_allure",
     "reference_banner",
@@ -60,17 +63,27 @@ def write_categories(alluredir: str | Path) -> Path:
     return path
 
 
-def write_executor(alluredir: str | Path, session: "AcceptanceSession") -> Path:
-    from engine_acceptance import __version__
+def write_executor(alluredir: str | Path, session: "AcceptanceSession", *, now: datetime | None = None) -> Path:
+    """Write Allure's ``executor.json``: which engine release this run tested, and when.
 
+    The build name is what tells runs apart on the dashboard: ``allure_history seed``
+    prefixes it with the run's number in the engine's history (``#3 · ...``).
+    """
+    finished = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%d %H:%M UTC")
     path = Path(alluredir) / "executor.json"
     executor = {
-        "name": "engine-acceptance",
+        "name": f"engine-acceptance {__version__}",
         "type": "pytest",
-        "buildName": f"engine-acceptance {__version__} against {session.describe()}",
+        "buildName": f"{engine_title(session)} serving {session.engine.model!r}, {finished}",
     }
     path.write_text(json.dumps(executor, indent=2), encoding="utf-8")
     return path
+
+
+def engine_title(session: "AcceptanceSession") -> str:
+    """The engine as the dashboard names it: kind and version, and whether it is the built-in one."""
+    title = f"{session.engine.kind} {session.engine.version or ''}".strip()
+    return f"{title} (built-in reference engine)" if session.reference else title
 
 
 def _escape(value: str) -> str:
@@ -128,10 +141,7 @@ def label_for_allure(item: "pytest.Item", session: "AcceptanceSession") -> None:
     from engine_acceptance.pytest_plugin.verdict import CAPABILITIES
 
     capability = next((name for name in CAPABILITIES if item.get_closest_marker(name)), "other")
-    engine = f"{session.engine.kind} {session.engine.version or ''}".strip()
-    if session.reference:
-        engine += " (built-in reference engine)"
-    for label_type, value in (("epic", engine), ("feature", capability),
+    for label_type, value in (("epic", engine_title(session)), ("feature", capability),
                               ("story", getattr(item, "originalname", item.name))):
         item.add_marker(pytest.mark.allure_label(value, label_type=label_type))
 
