@@ -36,7 +36,7 @@ import allure
 import pytest
 
 from engine_acceptance.assertions import short
-from engine_acceptance.profiles.profile import EngineProfile
+from engine_acceptance.profiles.profile import EngineProfile, ModelProfile
 from engine_acceptance.pytest_plugin.allure_report import attach_json
 from engine_acceptance.resources import load_prompts
 from engine_acceptance.wire.cancellation import (
@@ -57,9 +57,11 @@ pytestmark = [pytest.mark.asyncio, pytest.mark.cancellation]
 CASE: dict[str, Any] = load_prompts("contract")["cancellation"]
 
 
-def _long_request(engine_profile: EngineProfile) -> dict[str, Any]:
+def _long_request(engine_profile: EngineProfile, model_profile: ModelProfile) -> dict[str, Any]:
+    # Capped by the model profile as every long reply is: an engine that keeps generating after the client
+    # left (llama.cpp's server, non-streamed) is then held for the cap, not for thousands of tokens.
     body: dict[str, Any] = {"messages": [{"role": "user", "content": CASE["prompt"]}], "temperature": 0,
-                            "max_tokens": CASE["max_tokens"]}
+                            "max_tokens": model_profile.output_budget(CASE["max_tokens"])}
     if engine_profile.supports_ignore_eos:
         # The generation lasts to max_tokens whatever the model would say: it outlives the cut.
         body["ignore_eos"] = True
@@ -94,7 +96,7 @@ def _gauge_names(engine_profile: EngineProfile) -> dict[str, tuple[str, ...]]:
 
 
 async def test_running_waiting_and_kv_cache_return_to_idle_after_clients_disconnect(
-        acceptance, engine_profile, stream, pytestconfig, request) -> None:
+        acceptance, engine_profile, model_profile, stream, pytestconfig, request) -> None:
     path = engine_profile.features.get("metrics_endpoint")
     names = _gauge_names(engine_profile)
     if not path:
@@ -133,7 +135,7 @@ async def test_running_waiting_and_kv_cache_return_to_idle_after_clients_disconn
         async def look() -> None:
             busy.append(await read_gauges(client, path, names, time.monotonic()))
 
-        cuts = await _leave(target, _long_request(engine_profile), stream, look)
+        cuts = await _leave(target, _long_request(engine_profile, model_profile), stream, look)
         _assert_all_left(cuts, stream, engine_profile)
         left_at = max(cut.closed_at or 0.0 for cut in cuts)
         watch = await watch_until_idle(lambda: read_gauges(client, path, names, left_at), timeout_s=timeout_s,
@@ -156,7 +158,8 @@ async def test_running_waiting_and_kv_cache_return_to_idle_after_clients_disconn
         f"{', '.join(watch.not_idle(last))} ({last.describe()}; before: {before.idle.describe()})")
 
 
-async def test_engine_keeps_serving_after_clients_disconnect(chat, acceptance, engine_profile, stream) -> None:
+async def test_engine_keeps_serving_after_clients_disconnect(chat, acceptance, engine_profile, model_profile,
+                                                             stream) -> None:
     follow_up = {"messages": [{"role": "user", "content": CASE["follow_up_prompt"]}], "temperature": 0,
                  "max_tokens": CASE["follow_up_max_tokens"]}
     if stream:
@@ -164,7 +167,7 @@ async def test_engine_keeps_serving_after_clients_disconnect(chat, acceptance, e
     before = await chat(follow_up, stream=stream, label="normal request before the disconnects")
     assert before.ok, ("the engine did not answer a normal request before this check's clients left "
                        f"({before.describe_failure()}); an earlier check's disconnects may already have stopped it")
-    cuts = await _leave(acceptance.target, _long_request(engine_profile), stream)
+    cuts = await _leave(acceptance.target, _long_request(engine_profile, model_profile), stream)
     attach_json("clients that left", [dataclasses.asdict(cut) for cut in cuts], acceptance.redactor)
     _assert_all_left(cuts, stream, engine_profile)
     how = "streams were cut mid-way" if stream else "non-streamed requests were given up before their reply"
