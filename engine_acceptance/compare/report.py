@@ -111,6 +111,8 @@ class EngineResults:
     facts: dict[str, str] = field(default_factory=dict)
     by_capability: dict[str, dict[str, int]] = field(default_factory=dict)
     outcomes: dict[str, str] = field(default_factory=dict)
+    # Test id -> why it ended as it did: the failure's first line, the skip reason, or the record's.
+    reasons: dict[str, str] = field(default_factory=dict)
     properties: dict[str, dict[str, str]] = field(default_factory=dict)
     throughput: dict[str, dict[str, Any]] = field(default_factory=dict)
     exit_codes: dict[str, int | None] = field(default_factory=dict)
@@ -120,12 +122,22 @@ class EngineResults:
         return {nodeid: props[name] for nodeid, props in self.properties.items() if name in props}
 
 
-def _junit(path: Path) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
+def _reason(element: ET.Element) -> str:
+    """The first line of a junit failure, error or skip message, without pytest's own prefixes."""
+    message = (element.get("message") or element.text or "").strip()
+    for prefix in ("Skipped: ", "AssertionError: ", "Failed: "):
+        message = message.removeprefix(prefix)
+    return message.splitlines()[0] if message else ""
+
+
+def _junit(path: Path) -> tuple[dict[str, str], dict[str, dict[str, str]], dict[str, str]]:
     outcomes: dict[str, str] = {}
     properties: dict[str, dict[str, str]] = {}
+    reasons: dict[str, str] = {}
     for case in ET.parse(path).getroot().iter("testcase"):
         nodeid = f"{case.get('classname', '').replace('.', '/')}.py::{case.get('name')}"
         children = {child.tag: child for child in case}
+        ended = children.get("failure", children.get("error", children.get("skipped")))
         if "failure" in children or "error" in children:
             outcome = "failed"
         elif "skipped" in children:
@@ -133,10 +145,12 @@ def _junit(path: Path) -> tuple[dict[str, str], dict[str, dict[str, str]]]:
         else:
             outcome = "passed"
         outcomes[nodeid] = outcome
+        if ended is not None and _reason(ended):
+            reasons[nodeid] = _reason(ended)
         props = {p.get("name", ""): p.get("value", "") for p in case.iter("property")}
         if props:
             properties[nodeid] = props
-    return outcomes, properties
+    return outcomes, properties, reasons
 
 
 def load_engine(name: str, label: str, directory: Path, phases: Sequence[str],
@@ -155,8 +169,9 @@ def load_engine(name: str, label: str, directory: Path, phases: Sequence[str],
                 for kind in OUTCOME_KINDS:
                     row[kind] += int(counts.get(kind, 0))
         if junit_path.is_file():
-            outcomes, properties = _junit(junit_path)
+            outcomes, properties, reasons = _junit(junit_path)
             result.outcomes.update(outcomes)
+            result.reasons.update(reasons)
             result.properties.update(properties)
         if throughput_path.is_file():
             document = json.loads(throughput_path.read_text(encoding="utf-8"))
@@ -277,18 +292,52 @@ def _functional_table(engines: Sequence[EngineResults]) -> Table | None:
         for engine, c in zip(engines, counts):
             table.csv_rows.append({"table": title, "row": capability, "metric": "checks", "engine": engine.name,
                                    **{k: (c or {}).get(k, 0) for k in OUTCOME_KINDS}})
-    ids = sorted({nodeid for e in engines for nodeid in e.outcomes})
-    differing = [nodeid for nodeid in ids if len({e.outcomes.get(nodeid, "not run") for e in engines}) > 1]
+    ids = _check_ids(engines)
+    differing = _differing(engines, ids)
     if differing:
-        def ended(nodeid: str) -> str:
-            return ", ".join(f"{e.name} {e.outcomes.get(nodeid, 'not run')}" for e in engines)
-
-        table.notes.append(f"{len(differing)} of {len(ids)} checks ended differently: " + "; ".join(
-            f"{nodeid.split('::', 1)[-1]} ({ended(nodeid)})" for nodeid in differing[:20])
-            + (" …" if len(differing) > 20 else ""))
+        table.notes.append(f"{len(differing)} of {len(ids)} checks ended differently: each is in the table "
+                           "\"Checks that ended differently\", with why.")
     elif ids:
         table.notes.append(f"Every one of the {len(ids)} checks ended the same way on every engine.")
     return table
+
+
+def _check_ids(engines: Sequence[EngineResults]) -> list[str]:
+    return sorted({nodeid for e in engines for nodeid in e.outcomes})
+
+
+def _differing(engines: Sequence[EngineResults], ids: Sequence[str]) -> list[str]:
+    return [nodeid for nodeid in ids if len({e.outcomes.get(nodeid, "not run") for e in engines}) > 1]
+
+
+def _differences_table(engines: Sequence[EngineResults]) -> Table | None:
+    """Every check whose outcome differs between engines, each side with its reason.
+
+    A difference is explained when its reason is a record of a known defect (known), a skip in
+    the engine's or a profile's words, or a failure the gate counts: the reader sees which.
+    """
+    differing = _differing(engines, _check_ids(engines))
+    if not differing:
+        return None
+    title = "Checks that ended differently"
+    table = Table(title, ["check", *(e.name for e in engines)],
+                  notes=["known = failed as an expected-failure record describes (its reason shown); skipped = not "
+                         "run, with the reason; failed = a failure the engine's gate counts."])
+    for nodeid in differing:
+        cells = []
+        for engine in engines:
+            outcome = engine.outcomes.get(nodeid, "not run")
+            label = {"known_defect": "known", "stale_record": "stale record"}.get(outcome, outcome)
+            reason = engine.reasons.get(nodeid, "")
+            cells.append(f"{label}: {_shorten(reason)}" if reason and outcome != "passed" else label)
+            table.csv_rows.append({"table": title, "row": nodeid, "metric": "outcome", "engine": engine.name,
+                                   "note": f"{outcome}: {reason}" if reason else outcome})
+        table.rows.append([nodeid.split("::", 1)[-1], *cells])
+    return table
+
+
+def _shorten(text: str, limit: int = 220) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def _mode_of(nodeid: str) -> str:
@@ -371,7 +420,8 @@ def _soak_table(engines: Sequence[EngineResults]) -> Table | None:
 def build_tables(engines: Sequence[EngineResults], base: EngineResults) -> list[Table]:
     """Every table the runs have data for, in the seeds' order."""
     tables: list[Table | None] = [*_throughput_tables(engines, base), *_media_tables(engines, base),
-                                  _functional_table(engines), _thinking_table(engines, base),
+                                  _functional_table(engines), _differences_table(engines),
+                                  _thinking_table(engines, base),
                                   _recall_table(engines, base), _soak_table(engines)]
     return [t for t in tables if t is not None]
 

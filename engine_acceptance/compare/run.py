@@ -14,7 +14,9 @@ set: the same selection, pytest arguments (shapes, rounds, media), and
 ``--throughput-seed``, so the fixed-length prompts are the same text. Each run is a
 phase, because measurements never share the engine with other checks:
 ``functional`` (every check but the measurements, ``-n`` from ``--workers``),
-``throughput`` (fixed-length and media), ``recall``, ``soak``. A phase's files land in
+``throughput`` (fixed-length and media), ``recall``, ``soak``; or ``acceptance`` alone:
+the README's one command per engine (every check, the measurements last and alone),
+so each engine also gets its own verdict. A phase's files land in
 ``DIR/<engine>/<phase>/``: ``gate.json``, ``junit.xml`` (with the figures checks
 record), ``throughput.json``, ``allure-results/`` and ``pytest.log``.
 
@@ -68,7 +70,10 @@ __all__ = ["PHASES", "EngineSpec", "main", "parse_args", "phase_command"]
 
 # Marker expression of each phase. Measurements run alone (phases.MEASUREMENT_MARKERS),
 # so each is its own pytest run.
-PHASES: dict[str, str] = {
+# "acceptance" is the README's one command, no marker expression: discovery, the functional checks in
+# parallel, then the measurements alone, one verdict per engine; it is not combined with another phase.
+PHASES: dict[str, str | None] = {
+    "acceptance": None,
     "functional": "not (throughput or recall or recall_1m or soak)",
     "throughput": "throughput",
     "recall": "recall",
@@ -225,20 +230,24 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
     if "soak" in phases and not any(a == "--soak-minutes" or a.startswith("--soak-minutes=") for a in pytest_args):
         parser.error("--phase soak needs --soak-minutes N after --")
     args.phase = list(dict.fromkeys(phases))
+    if "acceptance" in args.phase and len(args.phase) > 1:
+        parser.error("--phase acceptance runs every check already: give it alone")
     return args, pytest_args
 
 
 def phase_command(spec: EngineSpec, url: str, phase: str, folder: Path, *, select: str | None, workers: int | None,
                   seed: int, pytest_args: Sequence[str]) -> list[str]:
     """The pytest command of one engine's phase; everything but the engine is the same for every engine."""
-    expression = PHASES[phase] if select is None else f"({PHASES[phase]}) and ({select})"
-    command = suite_command([f"--engine-url={url}", "-m", expression, "-ra",
+    phase_expression = PHASES[phase]
+    expression = (select if phase_expression is None else phase_expression if select is None
+                  else f"({phase_expression}) and ({select})")
+    command = suite_command([f"--engine-url={url}", *(["-m", expression] if expression else []), "-ra",
                              f"--gate-json={folder / 'gate.json'}", f"--junitxml={folder / 'junit.xml'}",
                              f"--alluredir={folder / 'allure-results'}", f"--throughput-seed={seed}"],
                             report_defaults=False)
-    if phase == "throughput":
+    if phase in ("throughput", "acceptance"):
         command.append(f"--throughput-out={folder / 'throughput.json'}")
-    if phase == "functional" and workers:
+    if phase in ("functional", "acceptance") and workers:
         command += ["-n", str(workers)]
     if spec.profile:
         command.append(f"--profile={spec.profile}")

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 from suite_runner import run_suite
 
-from engine_acceptance.compare.run import EngineSpec, phase_command
+from engine_acceptance.compare.run import EngineSpec, parse_args, phase_command
 from engine_acceptance.compare.report import Figure, compare_figures
 
 REPO = Path(__file__).resolve().parents[2]
@@ -81,7 +81,28 @@ def test_a_defect_on_one_engine_shows_as_differing_functional_results(tmp_path: 
     markdown = (tmp_path / "out" / "comparison.md").read_text(encoding="utf-8")
     text_row = next(line for line in markdown.splitlines() if line.startswith("| text |"))
     assert text_row.endswith("| no |"), text_row
-    assert "checks ended differently:" in markdown and "clean passed, broken failed" in markdown
+    assert "checks ended differently: each is in the table" in markdown
+    differences = markdown.split("### Checks that ended differently", 1)[1].split("###", 1)[0]
+    # Each differing check with its outcome on each engine, and the failing side's reason.
+    assert "| passed | failed: " in differences, differences
+
+
+@pytest.mark.e2e
+def test_the_acceptance_phase_is_the_one_command_per_engine_with_its_own_verdict(tmp_path: Path) -> None:
+    done = _compare(tmp_path, "--reference", "clean", "--reference", "broken:inject=empty-content",
+                    "--phase", "acceptance", "--select", "text and not recall")
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    verdicts = {name: json.loads((tmp_path / "out" / name / "acceptance" / "gate.json").read_text())["gate"]
+                for name in ("clean", "broken")}
+    assert verdicts == {"clean": "pass", "broken": "fail"}, verdicts
+    markdown = (tmp_path / "out" / "comparison.md").read_text(encoding="utf-8")
+    assert "phases acceptance" in markdown and "### Checks that ended differently" in markdown
+
+
+def test_the_acceptance_phase_is_given_alone(tmp_path: Path) -> None:
+    with pytest.raises(SystemExit):
+        parse_args(["--out", str(tmp_path), "--reference", "a", "--reference", "b", "--phase", "acceptance",
+                    "--phase", "throughput"])
 
 
 @pytest.mark.e2e
