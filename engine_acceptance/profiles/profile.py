@@ -70,6 +70,11 @@ class EngineProfile:
         return self.features.get("readiness_path") or "/health"
 
     @property
+    def version_in_openapi(self) -> bool:
+        """Whether the engine's version is its OpenAPI document's ``info.version`` (llama-cpp-python's server)."""
+        return bool(self.features.get("version_in_openapi"))
+
+    @property
     def supports_ignore_eos(self) -> bool:
         return bool(self.features.get("ignore_eos"))
 

@@ -25,6 +25,8 @@ __all__ = ["EngineInfo", "EngineUnavailable", "detect_engine", "wait_until_ready
 PROGRESS_EVERY_S = 10.0
 # Where readiness is judged when the engine has no /health route (llama.cpp's Python server).
 MODELS_READINESS_PATH = "/v1/models"
+# A FastAPI server's OpenAPI document: its info.version is the app's version (features.version_in_openapi).
+OPENAPI_PATH = "/openapi.json"
 
 
 @dataclass
@@ -182,6 +184,8 @@ def detect_engine(
             version = str(body["version"])
             break
         notes.append(f"GET {endpoint}: {answer.status or answer.error}")
+    if version is None and profile is not None and profile.version_in_openapi:
+        version = _openapi_version(base, api_key, probe_timeout, notes)
     return EngineInfo(
         url=base,
         kind=kind,
@@ -193,6 +197,17 @@ def detect_engine(
         max_model_len=max_model_len,
         notes=notes,
     )
+
+
+def _openapi_version(base: str, api_key: str | None, probe_timeout: float, notes: list[str]) -> str | None:
+    """The version a FastAPI server states in its OpenAPI document (``info.version``), or None with a note."""
+    answer = _get(base + OPENAPI_PATH, timeout=probe_timeout, api_key=api_key)
+    body = answer.json()
+    info = body.get("info") if isinstance(body, dict) else None
+    if answer.status == 200 and isinstance(info, dict) and info.get("version"):
+        return str(info["version"])
+    notes.append(f"GET {OPENAPI_PATH}: {answer.status or answer.error}, no info.version")
+    return None
 
 
 def _detect_kind(
