@@ -1,30 +1,66 @@
 #!/usr/bin/env bash
-# The suite against a real engine, as CI runs it: vLLM's CPU build serving Gemma 3 270M.
+# The suite against two real engines, as CI runs it: vLLM's CPU build and llama.cpp's server
+# (llama-cpp-python), both serving Gemma 3 270M on loopback with the same API key.
 # Called by .ci/run through `scripts/real_engine.sh run --`, which exports ENGINE_URL,
-# ENGINE_MODEL and ENGINE_API_KEY. The run must end with its gate passing: every check
-# passed, was skipped for a capability the deployment does not serve (in the engine's words),
-# or failed as recorded in fixtures/expectations/gemma3-270m-vllm-cpu.yaml.
+# ENGINE_MODEL and ENGINE_API_KEY for vLLM; this script starts llama.cpp beside it
+# (scripts/llama_engine.sh, already set up by .ci/run) and stops it on the way out.
+#
+# Each engine gets the README's one command (discovery, the functional checks in parallel, then
+# the throughput smoke and recall alone on the engine, one verdict), through
+# `python -m engine_acceptance.compare --phase acceptance`, so the two runs have the identical
+# request set and end in the seeds' side-by-side tables. Both gates must pass: every check
+# passed, was skipped for what the deployment does not serve (in its words), or failed as a
+# record in fixtures/expectations/ describes (gemma3-270m-*.yaml, vllm-0.32-contract.yaml,
+# llamacpp-0.3-contract.yaml). Recall runs at the largest size both serve: llama.cpp's context
+# is 8,192 tokens (scripts/llama_engine.sh says why), so 7,000 tokens of prompt, counted by the
+# model's own tokenizer.json for both engines, so both get the same prompt text.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-read -r -a pytest <<< "${PYTEST:-.venv/bin/pytest}"
 python_bin=${PYTHON:-.venv/bin/python}
 out=${EA_REAL_ENGINE_OUT:-real-engine-results}
+recall_tokens=${EA_RECALL_TOKENS:-7000}
+# The converted model's tokenizer (scripts/real_engine.sh puts it there).
+tokenizer=${EA_TOKENIZER:-${EA_ENGINE_HOME:-$HOME/.cache/engine-acceptance/real-engine}/model/gemma-3-270m/tokenizer.json}
 mkdir -p "$out"
-stage() { printf '\n== real engine: %s (%s)\n' "$1" "$(date +%H:%M:%S)"; }
-common=(--engine-url "$ENGINE_URL" --model "$ENGINE_MODEL" -p no:cacheprovider
-        --request-timeout 600 --idle-timeout 120)
+stage() { printf '\n== real engines: %s (%s)\n' "$1" "$(date +%H:%M:%S)"; }
 
-# The README's one command: capability discovery, the functional checks in parallel, then the
-# throughput smoke and recall (at the context the profile declares, 32K) alone on the engine,
-# with one verdict. Only the timeouts are widened: a 31K-token prefill takes minutes on CPU.
-stage "the whole acceptance in one invocation (discovery, functional, throughput, recall)"
-"${pytest[@]}" "${common[@]}" -n 2 --throughput-out="$out/throughput.json" \
-    --alluredir="$out/allure" --gate-json="$out/gate.json"
+vllm_url=$ENGINE_URL
+vllm_model=$ENGINE_MODEL
+stage "llama.cpp's server beside vLLM (scripts/llama_engine.sh start)"
+scripts/llama_engine.sh start
+trap 'scripts/llama_engine.sh stop' EXIT
+llama_url=$(scripts/llama_engine.sh url)
 
-stage "side by side with the reference engine (a smoke of the comparison, not a verdict)"
-"$python_bin" -m engine_acceptance.compare --out "$out/compare" --quiet \
-    --engine "vllm-cpu=$ENGINE_URL,model=$ENGINE_MODEL,api-key-env=ENGINE_API_KEY" \
-    --reference reference:ttft_ms=100,tpot_ms=70,stream_chunk_tokens=1 --select "text or throughput" \
-    -- --request-timeout 600 --idle-timeout 120 --throughput-shapes 128/16@1x2 --throughput-rounds 2 \
-    --media-shapes image-512@1x2
-head -60 "$out/compare/comparison.md" || true
+stage "the README's one command on each engine, same request set, then side by side"
+started=$(date +%s)
+set +e
+"$python_bin" -m engine_acceptance.compare --out "$out/compare" --phase acceptance --workers 2 \
+    --engine "vllm-cpu=$vllm_url,model=$vllm_model,api-key-env=ENGINE_API_KEY" \
+    --engine "llamacpp=$llama_url,model=gemma-3-270m,api-key-env=ENGINE_API_KEY" \
+    -- --recall-tokens="$recall_tokens" --tokenizer="$tokenizer" --request-timeout=600 --idle-timeout=120
+compared=$?
+set -e
+echo "comparison of the two real engines: exit code $compared, $(( $(date +%s) - started )) s"
+[ "$compared" -eq 0 ] || { echo "the comparison did not run through (exit $compared)" >&2; exit 1; }
+
+stage "both gates"
+"$python_bin" - "$out/compare" <<'EOF'
+"""Every engine's verdict: the comparison itself is not a gate, each engine's run is."""
+import json
+import sys
+from pathlib import Path
+
+failed = []
+gates = sorted(Path(sys.argv[1]).glob("*/acceptance/gate.json"))
+if len(gates) != 2:
+    sys.exit(f"expected the gate.json of 2 engines, found {len(gates)}: {[str(g) for g in gates]}")
+for gate_path in gates:
+    gate = json.loads(gate_path.read_text(encoding="utf-8"))
+    engine = gate_path.parent.parent.name
+    print(f"{engine}: GATE {gate['gate'].upper()} {gate['totals']}")
+    for failure in gate.get("gate_failures") or []:
+        print(f"  {failure}")
+    if gate["gate"] != "pass":
+        failed.append(engine)
+sys.exit(f"gate failed: {', '.join(failed)}" if failed else 0)
+EOF
