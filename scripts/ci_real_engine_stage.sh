@@ -13,7 +13,8 @@
 # record in fixtures/expectations/ describes (gemma3-270m-*.yaml, vllm-0.32-contract.yaml,
 # llamacpp-0.3-contract.yaml). Recall runs at the largest size both serve: llama.cpp's context
 # is 8,192 tokens (scripts/llama_engine.sh says why), so 7,000 tokens of prompt, counted by the
-# model's own tokenizer.json for both engines, so both get the same prompt text.
+# model's own tokenizer.json for both engines, so both get the same prompt text. Two measured
+# rounds and two small media cells keep llama.cpp's turn short: it serves one request at a time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python_bin=${PYTHON:-.venv/bin/python}
@@ -37,7 +38,8 @@ set +e
 "$python_bin" -m engine_acceptance.compare --out "$out/compare" --phase acceptance --workers 2 \
     --engine "vllm-cpu=$vllm_url,model=$vllm_model,api-key-env=ENGINE_API_KEY" \
     --engine "llamacpp=$llama_url,model=gemma-3-270m,api-key-env=ENGINE_API_KEY" \
-    -- --recall-tokens="$recall_tokens" --tokenizer="$tokenizer" --request-timeout=600 --idle-timeout=120
+    -- --recall-tokens="$recall_tokens" --tokenizer="$tokenizer" --request-timeout=600 --idle-timeout=120 \
+    --throughput-rounds=2 --media-shapes=image-512@1x2,image-512@4x4
 compared=$?
 set -e
 echo "comparison of the two real engines: exit code $compared, $(( $(date +%s) - started )) s"
