@@ -262,9 +262,11 @@ cmd_run() {
     log "running: $* (ENGINE_URL=$ENGINE_URL ENGINE_MODEL=$ENGINE_MODEL)"
     # In the background so that our traps fire at once on a signal (bash
     # defers traps until a foreground child exits); <&0 keeps CMD's stdin,
-    # which a non-interactive shell would otherwise point at /dev/null.
+    # which a non-interactive shell would otherwise point at /dev/null. bash
+    # starts a background command with SIGINT ignored, so the INT that
+    # on_signal passes on would do nothing: env gives CMD the default back.
     local status=0
-    "$@" <&0 &
+    env --default-signal=INT "$@" <&0 &
     CHILD_PID=$!
     wait "$CHILD_PID" || status=$?
     CHILD_PID=""
