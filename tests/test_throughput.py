@@ -34,7 +34,7 @@ from engine_acceptance.load.validity import (
     length_problems,
 )
 from engine_acceptance.load.gate import check_thresholds, compare_with_baseline
-from engine_acceptance.load.prompts import NO_TOKEN_IDS_REASON, TextPrompts, recount_prompt_tokens
+from engine_acceptance.load.prompts import TextPrompts, recount_prompt_tokens
 from engine_acceptance.load.report import table_html, table_lines
 from engine_acceptance.load.settings import select_cells
 from engine_acceptance.pytest_plugin.keys import options_key
@@ -80,7 +80,7 @@ def _input_tokens(result: CellResult, prompts: PromptSource, recount: Recount | 
     """For the JSON: asked and counted input lengths, and for text prompts how they were estimated."""
     summary = input_tokens_summary(result, exact=prompts.exact)
     if isinstance(prompts, TextPrompts):
-        summary.update(why_not_exact=NO_TOKEN_IDS_REASON, characters_aimed=prompts.chars_for(result.cell.input_tokens),
+        summary.update(why_not_exact=prompts.why, characters_aimed=prompts.chars_for(result.cell.input_tokens),
                        estimate=prompts.estimate.as_dict(), recount=vars(recount) if recount else None)
     return summary
 
@@ -120,7 +120,7 @@ async def test_fixed_length_load_is_served_in_full_and_passes_the_gate(
     notes = [note for r in results for note in count_notes(
         r, output_forced=output_forced,
         ignore_eos_reason=f"engine profile {engine_profile.name!r} does not declare ignore_eos",
-        input_estimate=(f"{prompts.describe(r.cell.input_tokens)}, as there is {NO_TOKEN_IDS_REASON}"
+        input_estimate=(f"{prompts.describe(r.cell.input_tokens)}, as there is {prompts.why}"
                         if isinstance(prompts, TextPrompts) else None),
         recount=recounts.get(r.cell.key))]
     title = f"throughput {workload.name} tokens"

@@ -48,6 +48,8 @@ class TextPrompts:
     estimate: TokenEstimate
     source: str
     seed: int
+    # Why the prompts are text, not token ids: said wherever their length is reported.
+    why: str = NO_TOKEN_IDS_REASON
     exact: ClassVar[bool] = False
 
     def chars_for(self, length: int) -> int:
@@ -77,7 +79,8 @@ class TextPrompts:
         return f"text prompts of about {self.chars_for(length):,} characters ({self.estimate.describe()})"
 
     @classmethod
-    def for_engine(cls, target: EngineTarget, *, min_tokens: int, seed: int | None = None) -> "TextPrompts":
+    def for_engine(cls, target: EngineTarget, *, min_tokens: int, seed: int | None = None,
+                   why: str = NO_TOKEN_IDS_REASON) -> "TextPrompts":
         """Calibrate on the engine's completions endpoint and return the prompts (synchronous HTTP)."""
         seed = random.randrange(1 << 30) if seed is None else seed
         estimate = word_estimate()
@@ -88,7 +91,7 @@ class TextPrompts:
         estimate = calibrate(target, path="/completions", samples=samples, fallback=estimate,
                              make_body=lambda text: {"model": target.model, "prompt": text, "max_tokens": 1,
                                                      "temperature": 0, "stream": False})
-        return cls(words, estimate, f"text cut to an estimated length ({NO_TOKEN_IDS_REASON})", seed % len(words))
+        return cls(words, estimate, f"text cut to an estimated length ({why})", seed % len(words), why)
 
 
 async def recount_prompt_tokens(target: EngineTarget, prompt: str) -> tuple[int | None, str | None]:

@@ -84,6 +84,11 @@ class EngineProfile:
         return self.features.get("rejects_unknown_model", True) is not False
 
     @property
+    def takes_token_id_prompts(self) -> bool:
+        """Whether /v1/completions takes a prompt of token ids (llama-cpp-python's takes text only)."""
+        return self.features.get("token_id_prompts", True) is not False
+
+    @property
     def takes_max_completion_tokens(self) -> bool:
         """Whether ``max_completion_tokens`` is a request field (llama-cpp-python knows only ``max_tokens``)."""
         return self.features.get("takes_max_completion_tokens", True) is not False

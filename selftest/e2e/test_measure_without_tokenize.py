@@ -189,3 +189,24 @@ def test_calibration_without_an_answer_falls_back_and_says_why() -> None:
     assert not estimate.calibrated and estimate.tokens_per_char == word_estimate().tokens_per_char
     assert "uncalibrated: one token per common English word assumed: the calibration requests gave no count" \
         in estimate.describe()
+
+
+@e2e
+def test_an_engine_that_takes_no_token_id_prompts_gets_text_and_the_reason(pytester: pytest.Pytester) -> None:
+    # llama.cpp's Python server answers a prompt of token ids with HTTP 500: its profile says so, and the
+    # load sends the same corpus as text even though the engine (here the built-in one) has /tokenize.
+    folder = pytester.path / "team" / "engines"
+    folder.mkdir(parents=True)
+    (folder / "text-prompts.yaml").write_text(
+        "name: text-prompts\ndescription: an engine whose completions take text only\n"
+        "detect: {owned_by: [], version_endpoints: []}\nreasoning_field: reasoning\n"
+        "reasoning_effort_in: chat_template_kwargs\nfeatures:\n  ignore_eos: true\n  tokenize_endpoint: /tokenize\n"
+        "  token_id_prompts: false\n", encoding="utf-8")
+    result, outcomes = run_suite(pytester, "-m", "throughput", "-k", "not media", "--profiles-dir",
+                                 str(pytester.path / "team"), "--engine", "text-prompts",
+                                 "--throughput-shapes", "128/32@1x2", "--throughput-rounds", "1")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    assert outcomes == {f"{CHECK}[in128-out32]": "passed"}
+    result.stdout.fnmatch_lines([
+        "*128/32@1: 1 round(s) of 2 requests, 1 warm-up; prompts from text cut to an estimated length (engine "
+        "profile 'text-prompts' says the engine takes no token-id prompt (features.token_id_prompts: false))*"])
