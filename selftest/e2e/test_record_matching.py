@@ -191,41 +191,46 @@ SHIPPED = {
         ["AssertionError: asked for the key jade-50-1-…: the code at 50% depth, jade-50-1-259920, is missing",
          "Failed: the 7,000-token recall request failed after 60.0 s: timeout: no byte for 60 s"]),
     "llamacpp-0.3-contract.yaml#5": (
+        "AssertionError: 128/128@1: 8/8 requests reported no usage.prompt_tokens: with text prompts of an estimated "
+        "length it is the only measure of their input length",
+        ["AssertionError: 128/128@1: 2/8 measured requests failed: http_500 x2 (e.g. HTTP 500)",
+         "AssertionError: 128/128@1: input tokens 160 against 128 asked, beyond the tolerance"]),
+    "llamacpp-0.3-contract.yaml#6": (
         "AssertionError: stream_options.include_usage was set, yet none of the 18 chunks carries usage",
         ["AssertionError: usage arrived in 2 chunks, not once", "AssertionError: the stream did not end with [DONE]"]),
-    "llamacpp-0.3-contract.yaml#6": (
+    "llamacpp-0.3-contract.yaml#7": (
         "AssertionError: n=3 asks for 3 choices indexed 0..2, the reply has 1 with indexes [0]\nassert [0] == [0, 1, 2]",
         ["AssertionError: n=3 asks for 3 choices indexed 0..2, the reply has 3 with indexes [0, 0, 0]",
          "AssertionError: usage.completion_tokens 12 counts one choice of 3"]),
-    "llamacpp-0.3-contract.yaml#7": (
+    "llamacpp-0.3-contract.yaml#8": (
         "AssertionError: no chunk carries a finish_reason for choice 1\nassert not ['no chunk carries a finish_reason "
         "for choice 1']",
         ["AssertionError: choice 0 has 2 finish_reason chunks"]),
-    "llamacpp-0.3-contract.yaml#8": (
+    "llamacpp-0.3-contract.yaml#9": (
         "AssertionError: temperature -1: the engine accepted it: HTTP 200, content 'If you have a problem'",
         ["AssertionError: temperature -1: server error on client data: HTTP 500",
          "AssertionError: n 0: the engine accepted it: HTTP 200, content 'x'"]),
-    "llamacpp-0.3-contract.yaml#9": (
+    "llamacpp-0.3-contract.yaml#10": (
         "Failed: n 0: the engine accepted it (HTTP 200), so there is no error body to read",
         ["AssertionError: n 0 got HTTP 400 with the message 'bad request', which does not name the problem",
          "AssertionError: temperature -1: the engine accepted it: HTTP 200, content 'x'"]),
-    "llamacpp-0.3-contract.yaml#10": (
+    "llamacpp-0.3-contract.yaml#11": (
         "AssertionError: a tool result that answers no tool call: the engine accepted it: HTTP 200, content 'Say "
         "hello. mendatanguser'",
         ["AssertionError: a tool result that answers no tool call: server error on client data: HTTP 500"]),
-    "llamacpp-0.3-contract.yaml#11": (
+    "llamacpp-0.3-contract.yaml#12": (
         "AssertionError: a message without a role: server error on client data: HTTP 500, body {\"message\": \"7 "
         "validation errors:\\n  {'type': 'missing', 'loc': ('body', 'messages', 0, 'ChatCompletionRequestSystemMessage',"
         " 'role'), 'msg': 'Field required'}",
         ["AssertionError: a message without a role: server error on client data: HTTP 502, body 'Bad Gateway'",
          "AssertionError: a message without a role: the engine accepted it: HTTP 200, content 'x'"]),
-    "llamacpp-0.3-contract.yaml#12": (
+    "llamacpp-0.3-contract.yaml#13": (
         "AssertionError: non-streamed request to http://127.0.0.1:8012/v1/chat/completions failed: HTTP 500: "
         "{\"message\": \"1 validation error:\\n  {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
         "'msg': \\\"Input should be 'text' or 'json_object'\\\", 'input': 'json_schema'}",
         ["AssertionError: non-streamed request to http://h/v1/chat/completions failed: HTTP 500: {}",
          "AssertionError: the content is not JSON (Expecting value): 'x'"]),
-    "llamacpp-0.3-contract.yaml#13": (
+    "llamacpp-0.3-contract.yaml#14": (
         "AssertionError: response_format with the invalid JSON Schema {\"type\": \"nonsense\"}: server error on client "
         "data: HTTP 500, body {\"message\": \"1 validation error:\\n  {'type': 'literal_error', 'msg': \\\"Input should "
         "be 'text' or 'json_object'\\\"}",
@@ -233,41 +238,41 @@ SHIPPED = {
          "client data: HTTP 500, body {\"message\": \"compile failed\"}",
          "AssertionError: response_format with the invalid JSON Schema {\"type\": \"nonsense\"}: the engine accepted "
          "it: HTTP 200, content '{}'"]),
-    "llamacpp-0.3-contract.yaml#14": (
+    "llamacpp-0.3-contract.yaml#15": (
         "AssertionError: image found broken by capability discovery (pure-red-512.png: image_url part dropped: "
         "prompt_tokens 7 with the image, 7 without (the engine answered 200 but did not read the image)); expected "
         "the largest area of bordered-red-512.png named red (红/紅/red); the answer names no colour: '(1)'",
         ["AssertionError: expected the largest area of bordered-red-512.png named red (红/紅/red); the answer names "
          "['blue']: 'blue'",
          "Failed: streamed request to http://h/v1/chat/completions failed: HTTP 500: {}"]),
-    "llamacpp-0.3-contract.yaml#15": (
+    "llamacpp-0.3-contract.yaml#16": (
         "AssertionError: corrupt sample zero-byte-png (an empty file labelled image/png), sent as image_url: the "
         "engine accepted it: HTTP 200, content '(1)\\n(2)'",
         ["AssertionError: corrupt sample zero-byte-png (an empty file labelled image/png), sent as image_url: server "
          "error on client data: HTTP 500"]),
-    "llamacpp-0.3-contract.yaml#16": (
+    "llamacpp-0.3-contract.yaml#17": (
         "Failed: an image at a URL the engine cannot fetch: the engine accepted it (HTTP 200), so there is no error "
         "body to read",
         ["AssertionError: an image at a URL the engine cannot fetch: server error on client data: HTTP 500",
          "AssertionError: an image at a URL the engine cannot fetch: no answer: timeout: total timeout"]),
-    "llamacpp-0.3-contract.yaml#17": (
+    "llamacpp-0.3-contract.yaml#18": (
         "AssertionError: image-512@1: 48/48 replies named the wrong colours under load, e.g. named no colour instead "
         "of red: '(1)\\n(2)'",
         ["AssertionError: image-512@1: 3/48 measured requests failed: http_500 x3 (e.g. HTTP 500)",
          "AssertionError: image-512@1: 2/48 replies named the wrong colours under load, e.g. named blue instead of "
          "red: 'blue'"]),
-    "llamacpp-0.3-contract.yaml#18": (
+    "llamacpp-0.3-contract.yaml#19": (
         "AssertionError: tool_choice forces get_weather, the reply calls ['get_weatherget_weatherget_weather']",
         ["AssertionError: tool_choice forces get_weather, the reply calls ['get_time']",
          "AssertionError: tool_choice forces get_weather, yet no call was made (content: 'x')"]),
-    "llamacpp-0.3-contract.yaml#19": (
+    "llamacpp-0.3-contract.yaml#20": (
         "AssertionError: expected parallel calls for 广州, 北京 in one turn, got no tool calls (content: '请在本轮同时调用"
         " get_weather…')\nassert 0 >= 2",
         ["AssertionError: expected parallel calls for 广州, 北京 in one turn, got get_weather({\"city\": \"广州\"})"]),
-    "llamacpp-0.3-contract.yaml#20": (
+    "llamacpp-0.3-contract.yaml#21": (
         "AssertionError: no tool calls to check (content: '请在本轮同时调用 get_weather…')\nassert []",
         ["AssertionError: get_weather arguments do not fit the schema: 'city' is a required property"]),
-    "llamacpp-0.3-contract.yaml#21": (
+    "llamacpp-0.3-contract.yaml#22": (
         "AssertionError: non-streamed request to http://127.0.0.1:8012/v1/chat/completions failed: HTTP 500: "
         "{\"message\": \"7 validation errors:\\n  {'type': 'literal_error', 'loc': ('body', 'messages', 1, "
         "'ChatCompletionRequestSystemMessage', 'role'), 'msg': \\\"Input should be 'system'\\\", 'input': 'assistant'}",
