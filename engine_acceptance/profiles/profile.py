@@ -74,6 +74,10 @@ class EngineProfile:
         """Whether the engine's version is its OpenAPI document's ``info.version`` (llama-cpp-python's server)."""
         return bool(self.features.get("version_in_openapi"))
 
+    def _unless_false(self, feature: str) -> bool:
+        """A feature that holds unless the profile says ``false`` (the OpenAI behaviour is the default)."""
+        return self.features.get(feature, True) is not False
+
     @property
     def supports_ignore_eos(self) -> bool:
         return bool(self.features.get("ignore_eos"))
@@ -81,22 +85,22 @@ class EngineProfile:
     @property
     def rejects_unknown_model(self) -> bool:
         """Whether a request for a model the engine does not serve is refused (SGLang serves it anyway)."""
-        return self.features.get("rejects_unknown_model", True) is not False
+        return self._unless_false("rejects_unknown_model")
 
     @property
     def takes_token_id_prompts(self) -> bool:
         """Whether /v1/completions takes a prompt of token ids (llama-cpp-python's takes text only)."""
-        return self.features.get("token_id_prompts", True) is not False
+        return self._unless_false("token_id_prompts")
 
     @property
     def takes_max_completion_tokens(self) -> bool:
         """Whether ``max_completion_tokens`` is a request field (llama-cpp-python knows only ``max_tokens``)."""
-        return self.features.get("takes_max_completion_tokens", True) is not False
+        return self._unless_false("takes_max_completion_tokens")
 
     @property
     def rejects_max_tokens_zero(self) -> bool:
         """Whether ``max_tokens: 0`` is refused (llama-cpp-python reads it as "no limit")."""
-        return self.features.get("rejects_max_tokens_zero", True) is not False
+        return self._unless_false("rejects_max_tokens_zero")
 
     @property
     def error_shape(self) -> str:
