@@ -142,6 +142,8 @@ class ModelProfile:
     expect: frozenset[str] = frozenset()
     # Upper bound of a long answer's max_tokens (slow CPU test models); None: the prompt's own.
     max_tokens_cap: int | None = None
+    # The tool-accuracy run's settings and thresholds, as written (tool_accuracy.policy reads them).
+    tool_accuracy: dict[str, Any] = field(default_factory=dict)
 
     def has(self, capability: str) -> bool:
         return capability in self.capabilities
@@ -264,6 +266,7 @@ def load_model_profile(name_or_path: str) -> ModelProfile:
         throughput_thresholds=tuple((data.get("throughput") or {}).get("thresholds") or ()),
         expect=frozenset(data.get("expect") or ()),
         max_tokens_cap=data.get("max_tokens_cap"),
+        tool_accuracy=dict(data.get("tool_accuracy") or {}),
     )
 
 

@@ -181,6 +181,11 @@ def add_options(parser: pytest.Parser) -> None:
     add("--cancellation-timeout", type=positive_seconds, default=60.0, metavar="S",
         help="Seconds the engine may take, after clients disconnect, to count no request running or waiting "
              "and to free their KV cache (pytest -m cancellation; default: 60)")
+    add("--tool-baseline", default=None, metavar="FILE",
+        help="Gate tool-call triggers on this baseline, recorded from a trusted deployment with "
+             "--record-tool-baseline (default: the trigger check skips, saying so)")
+    add("--record-tool-baseline", default=None, metavar="FILE",
+        help="Record this deployment's tool-accuracy run as a baseline for others (run it on the trusted one)")
 
 
 @dataclass(frozen=True)
@@ -225,6 +230,8 @@ class AcceptanceOptions:
     throughput_seed: int | None
     media: MediaSettings
     soak: SoakSettings | None
+    tool_baseline: Path | None = None
+    record_tool_baseline: Path | None = None
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> AcceptanceOptions:
@@ -273,10 +280,27 @@ class AcceptanceOptions:
             media=MediaSettings(tuple(select_media_cells(opt.media_shapes)), opt.media_shapes),
             soak=soak_settings_from_options(minutes=opt.soak_minutes, rate=opt.soak_rate, workers=opt.soak_workers,
                                             image_share=opt.soak_image_share),
+            **_tool_baseline_paths(config),
         )
 
     def with_api_key(self, api_key: str) -> AcceptanceOptions:
         return dataclasses.replace(self, api_key=api_key)
+
+
+def _tool_baseline_paths(config: pytest.Config) -> dict[str, Path | None]:
+    """--tool-baseline must exist and differ from --record-tool-baseline; both relative to the invocation dir."""
+    here = config.invocation_params.dir
+    use, record = (Path(here, value) if value else None
+                   for value in (config.option.tool_baseline, config.option.record_tool_baseline))
+    if use is not None and not use.is_file():
+        raise UsageError(f"--tool-baseline: {use} is not a file (record one with --record-tool-baseline on the "
+                         "trusted deployment)")
+    if use is not None and record is not None and use.resolve() == record.resolve():
+        raise UsageError("--tool-baseline and --record-tool-baseline name the same file: a run cannot gate on the "
+                         "baseline it overwrites")
+    if record is not None and record.is_dir():
+        raise UsageError(f"--record-tool-baseline: {record} is a folder; name the baseline file")
+    return {"tool_baseline": use, "record_tool_baseline": record}
 
 
 def _load_tokenizer(path: str | None) -> Any:

@@ -28,7 +28,10 @@ __all__ = ["MEASUREMENT_MARKERS", "WORKER_INPUT_KEY", "MeasurementPhase", "Xdist
 
 # Measurements that must have the engine to themselves, in the order they run. The cancellation
 # checks read the engine's gauges of running requests and KV cache, which count every client's.
-MEASUREMENT_MARKERS = ("throughput", "recall", "recall_1m", "soak", "cancellation")
+# The tool-accuracy set is hundreds of requests at its own concurrency: run alone, it neither
+# slows the functional checks nor shares the engine with a timed measurement, and its progress
+# reaches the terminal (the controller runs this phase).
+MEASUREMENT_MARKERS = ("tool_accuracy", "throughput", "recall", "recall_1m", "soak", "cancellation")
 
 # Where the controller hands the session to each xdist worker.
 WORKER_INPUT_KEY = "engine_acceptance_session"

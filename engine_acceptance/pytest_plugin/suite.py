@@ -45,10 +45,11 @@ MARKERS = (
     "auth: API key handling (TEST-PLAN 9)",
     "soak: mixed-traffic soak, off unless --soak-minutes is given (seed 001)",
     "requires(*capabilities): skip unless the deployment serves every capability named",
+    "tool_accuracy: tool-call accuracy over the committed set of 300+ requests, streamed and not (issue 17)",
 )
 # fixtures/*.py: pytest fixture modules, registered as plugins by file, so they are found
 # the same way in a checkout and in an installed wheel.
-FIXTURE_MODULES = ("engine", "recall", "throughput")
+FIXTURE_MODULES = ("engine", "recall", "throughput", "tool_accuracy_run")
 PLUGIN_NAME = "engine_acceptance"
 
 

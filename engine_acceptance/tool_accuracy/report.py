@@ -1,0 +1,100 @@
+"""The tool-accuracy figures as the report shows them: tables (CSV), examples of failures, a chart.
+
+Nothing here sends requests or imports pytest: the checks attach what these return.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")  # before pyplot: CI and report builders have no display
+import matplotlib.pyplot as plt  # noqa: E402
+
+from engine_acceptance.tool_accuracy.runner import CaseOutcome  # noqa: E402
+from engine_acceptance.tool_accuracy.scoring import Confusion, ToolScore  # noqa: E402
+
+__all__ = ["confusion_csv", "failure_examples", "shape_chart_png", "shape_csv", "summary_lines"]
+
+
+def summary_lines(score: ToolScore, trigger: Confusion | None, baseline_label: str | None) -> list[str]:
+    lines = [f"cases: {score.cases} (each non-streamed and streamed: {score.replies} replies, "
+             f"{score.errors} HTTP errors, {score.calls} tool calls)",
+             f"schema-valid arguments: {score.schema_valid}",
+             f"finish_reason consistent with the calls: {score.finish_consistent}",
+             f"streamed calls = non-streamed calls: {score.stream_agreement}",
+             f"trigger against the set's intent: {_confusion_text(score.intended)}"]
+    if trigger is not None:
+        lines.append(f"trigger against the baseline {baseline_label}: {_confusion_text(trigger)}")
+    return lines
+
+
+def _confusion_text(value: Confusion) -> str:
+    def pct(x: float | None) -> str:
+        return "n/a" if x is None else f"{100 * x:.1f}%"
+    return (f"precision {pct(value.precision)}, recall {pct(value.recall)}, F1 {pct(value.f1)}, "
+            f"agreement {value.agreement}")
+
+
+def confusion_csv(value: Confusion, reference: str) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["", f"{reference} called", f"{reference} did not call"])
+    writer.writerow(["this deployment called", value.both, value.only_candidate])
+    writer.writerow(["this deployment did not call", value.only_reference, value.neither])
+    return out.getvalue()
+
+
+def shape_csv(score: ToolScore) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["shape", "cases", "replies calling", "calls", "schema-valid calls", "finish_reason inconsistent",
+                     "HTTP errors"])
+    for shape, row in score.by_shape.items():
+        writer.writerow([shape, row["cases"], row["replies_calling"], row["calls"], row["valid_calls"],
+                         row["finish_inconsistent"], row["errors"]])
+    return out.getvalue()
+
+
+def failure_examples(outcomes: Sequence[CaseOutcome], *, kind: str, limit: int = 5) -> list[str]:
+    """A few cases that failed ``kind`` (invalid, finish, error), shortened: enough to see the pattern."""
+    found: list[str] = []
+    for outcome in outcomes:
+        if kind == "invalid":
+            found += [f"{outcome.case_id} ({outcome.mode}) {call.name}: {call.problems[0][:160]}"
+                      for call in outcome.calls if not call.valid]
+        elif kind == "finish" and not outcome.finish_consistent and outcome.error is None:
+            found.append(f"{outcome.case_id} ({outcome.mode}): {len(outcome.calls)} call(s), "
+                         f"finish_reason {outcome.finish_reason!r}")
+        elif kind == "error" and outcome.error is not None:
+            found.append(f"{outcome.case_id} ({outcome.mode}): {outcome.error[:160]}")
+        if len(found) >= limit:
+            break
+    return found[:limit]
+
+
+def shape_chart_png(score: ToolScore, title: str) -> bytes:
+    """Per shape: the share of replies that call a tool, and of calls whose arguments fit the schema."""
+    shapes = list(score.by_shape)
+    calling = [100 * row["replies_calling"] / (2 * row["cases"]) if row["cases"] else 0
+               for row in score.by_shape.values()]
+    valid = [100 * row["valid_calls"] / row["calls"] if row["calls"] else 0 for row in score.by_shape.values()]
+    figure, ax = plt.subplots(figsize=(10, 3.8))
+    try:
+        positions = range(len(shapes))
+        ax.bar([p - 0.2 for p in positions], calling, width=0.4, label="replies that call a tool (%)")
+        ax.bar([p + 0.2 for p in positions], valid, width=0.4, label="calls with schema-valid arguments (%)")
+        ax.set_xticks(list(positions), shapes, rotation=35, ha="right")
+        ax.set_ylim(0, 105)
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.legend(loc="lower right", fontsize=8)
+        ax.set_title(title, fontsize=10)
+        figure.tight_layout()
+        buffer = io.BytesIO()
+        figure.savefig(buffer, format="png", dpi=100)
+        return buffer.getvalue()
+    finally:
+        plt.close(figure)

@@ -1,0 +1,98 @@
+"""Scoring and baselines of the tool-accuracy run, on hand-made outcomes (no engine)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engine_acceptance.tool_accuracy.baseline import BaselineError, load_baseline, write_baseline
+from engine_acceptance.tool_accuracy.dataset import ToolCase, ToolSetError, load_cases
+from engine_acceptance.tool_accuracy.policy import ToolAccuracyPolicy
+from engine_acceptance.tool_accuracy.runner import CallOutcome, CaseOutcome, RunSettings
+from engine_acceptance.tool_accuracy.scoring import Confusion, confusion, score
+
+TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
+
+
+def _case(case_id: str, expect: str = "call") -> ToolCase:
+    return ToolCase(case_id, "flat", expect, ("get_weather",) if expect == "call" else (), "auto",
+                    ({"role": "user", "content": "weather?"},), (TOOL,))
+
+
+def _call(arguments: str = '{"city": "Paris"}', name: str = "get_weather") -> CallOutcome:
+    problems = () if arguments.startswith('{"city"') and name == "get_weather" else ("bad",)
+    return CallOutcome(name, arguments, problems)
+
+
+def test_rates_count_calls_replies_and_cases_separately() -> None:
+    cases = [_case("a"), _case("b"), _case("c", "no_call")]
+    outcomes = [
+        CaseOutcome("a", False, (_call(), _call('{"city": "Rome"}')), "tool_calls"),
+        CaseOutcome("a", True, (_call(), _call('{"city": "Rome"}')), "tool_calls"),
+        CaseOutcome("b", False, (_call("{'city': 'Paris'}"),), "tool_calls"),  # not JSON
+        CaseOutcome("b", True, (_call(),), "stop"),  # calls, but finish_reason says stop
+        CaseOutcome("c", False, (), "stop"),
+        CaseOutcome("c", True, error="HTTP 500"),
+    ]
+    result = score(cases, outcomes)
+    assert (result.calls, result.errors) == (6, 1)
+    assert (result.schema_valid.successes, result.schema_valid.total) == (5, 6)
+    assert (result.finish_consistent.successes, result.finish_consistent.total) == (4, 6)
+    # a agrees; b differs in arguments; c has an error on one side.
+    assert (result.stream_agreement.successes, result.stream_agreement.total) == (1, 3)
+    assert result.by_shape["flat"]["valid_calls"] == 5 and result.by_shape["flat"]["errors"] == 1
+
+
+def test_trigger_confusion_against_a_reference() -> None:
+    candidate = {("a", False): True, ("b", False): True, ("c", False): False, ("d", False): False}
+    reference = {("a", False): True, ("b", False): False, ("c", False): True, ("d", False): False}
+    value = confusion(candidate, reference)
+    assert value == Confusion(both=1, only_candidate=1, only_reference=1, neither=1)
+    assert (value.precision, value.recall, value.f1) == (0.5, 0.5, 0.5)
+    # Nobody called: F1 is undefined, not 0 and not 1; agreement is what is left.
+    silent = confusion({("a", False): False}, {("a", False): False})
+    assert silent.f1 is None and silent.agreement.rate == 1.0
+
+
+def test_a_baseline_is_refused_on_another_set_or_other_settings(tmp_path: Path) -> None:
+    cases = [_case("a")]
+    result = score(cases, [CaseOutcome("a", False, (_call(),), "tool_calls"),
+                           CaseOutcome("a", True, (), "stop")])
+    path = write_baseline(tmp_path / "b.json", set_sha256="abc", settings=RunSettings(96),
+                          recorded_from={"model": "m", "engine": "e"}, score=result)
+    loaded = load_baseline(path, set_sha256="abc", settings=RunSettings(96, concurrency=4))
+    assert loaded.triggers == {("a", False): True, ("a", True): False}
+    with pytest.raises(BaselineError, match="another tool-accuracy set"):
+        load_baseline(path, set_sha256="def", settings=RunSettings(96))
+    with pytest.raises(BaselineError, match="max_tokens.: 96.*this run sends.*512"):
+        load_baseline(path, set_sha256="abc", settings=RunSettings(512))
+    (tmp_path / "junk.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(BaselineError, match="not JSON"):
+        load_baseline(tmp_path / "junk.json", set_sha256="abc", settings=RunSettings(96))
+    (tmp_path / "other.json").write_text(json.dumps({"format": 1}), encoding="utf-8")
+    with pytest.raises(BaselineError, match="not a tool-accuracy baseline"):
+        load_baseline(tmp_path / "other.json", set_sha256="abc", settings=RunSettings(96))
+
+
+def test_policy_defaults_and_profile_overrides() -> None:
+    policy = ToolAccuracyPolicy.from_profile({"max_tokens": 96, "min_schema_valid": 0.5})
+    assert (policy.max_tokens, policy.min_schema_valid, policy.min_trigger_f1) == (96, 0.5, 0.95)
+    assert policy.settings.as_dict() == {"max_tokens": 96, "temperature": 0.0}
+
+
+def test_a_malformed_set_names_the_file_and_line(tmp_path: Path) -> None:
+    good = {"id": "x", "shape": "flat", "expect": "call", "messages": [], "tools": [TOOL],
+            "expected_tools": ["get_weather"]}
+    path = tmp_path / "cases.jsonl"
+    path.write_text(json.dumps(good) + "\n" + json.dumps({**good, "shape": "round"}) + "\n", encoding="utf-8")
+    with pytest.raises(ToolSetError, match=r"cases.jsonl:2: shape 'round'"):
+        load_cases(path)
+    path.write_text(json.dumps(good) + "\n" + json.dumps(good) + "\n", encoding="utf-8")
+    with pytest.raises(ToolSetError, match="appears twice"):
+        load_cases(path)
+    path.write_text(json.dumps({**good, "expected_tools": ["nope"]}) + "\n", encoding="utf-8")
+    with pytest.raises(ToolSetError, match="not offered"):
+        load_cases(path)

@@ -1,0 +1,106 @@
+"""Tool-call accuracy at scale (issue 17): the committed set of 300+ requests, streamed and not.
+
+One run of the set (``fixtures/tool_accuracy.py``) is judged four ways, each its own
+check so an expectation record can name exactly one: every request answered;
+arguments that fit their schemas; ``finish_reason`` "tool_calls" exactly when tools
+are called; streamed calls equal to non-streamed ones; and "did it call a tool?"
+against a baseline recorded by this suite from a trusted deployment (K2-Vendor-
+Verifier's trigger similarity). Thresholds come from the model profile's
+``tool_accuracy`` (defaults in ``engine_acceptance.tool_accuracy.policy``). The
+figures go to the report (tables, a chart) and, as properties, to ``gate.json``.
+"""
+
+from __future__ import annotations
+
+import json
+
+import allure
+import pytest
+
+from engine_acceptance.proportions import Proportion
+from engine_acceptance.tool_accuracy.report import (
+    confusion_csv,
+    failure_examples,
+    shape_chart_png,
+    shape_csv,
+)
+
+pytestmark = [pytest.mark.tools, pytest.mark.tool_accuracy, pytest.mark.requires("tools")]
+
+
+def _report(run, request, name: str, value: Proportion | dict) -> None:  # noqa: ANN001 (fixture objects)
+    allure.attach(run.summary(), name="tool accuracy: summary", attachment_type=allure.attachment_type.TEXT)
+    figure = value if isinstance(value, dict) else {"k": value.successes, "n": value.total, "rate": value.rate,
+                                                    "wilson_lower": round(value.lower, 4)}
+    request.node.user_properties.append((name, json.dumps(figure)))
+
+
+def _below(what: str, value: Proportion, minimum: float, examples: list[str]) -> str:
+    shown = "; ".join(examples)
+    return (f"{what}: {value}, below the required {100 * minimum:.1f}%"
+            + (f". For example: {shown}" if shown else ""))
+
+
+def test_every_tool_accuracy_request_is_answered(tool_accuracy_run, request) -> None:
+    run = tool_accuracy_run
+    answered = Proportion(run.score.replies - run.score.errors, run.score.replies)
+    _report(run, request, "tool_requests_answered", answered)
+    assert not run.score.errors, _below("tool-accuracy requests answered with 2xx", answered, 1.0,
+                                        failure_examples(run.outcomes, kind="error"))
+
+
+def test_tool_call_arguments_fit_their_schemas_at_scale(tool_accuracy_run, request) -> None:
+    run = tool_accuracy_run
+    _report(run, request, "tool_schema_valid", run.score.schema_valid)
+    allure.attach(shape_csv(run.score), name="tool accuracy by schema shape", attachment_type=allure.attachment_type.CSV)
+    allure.attach(shape_chart_png(run.score, f"{run.score.cases} cases x 2 modes: calls and valid arguments by shape"),
+                  name="tool accuracy by shape (chart)", attachment_type=allure.attachment_type.PNG)
+    if not run.score.calls:
+        pytest.fail(f"no tool call in {run.score.replies} replies, {sum(c.forced for c in run.cases)} cases of which "
+                    "force a call (tool_choice required or named): nothing to validate")
+    assert (run.score.schema_valid.rate or 0) >= run.policy.min_schema_valid, _below(
+        "tool-call arguments that are JSON fitting the tool's schema", run.score.schema_valid,
+        run.policy.min_schema_valid, failure_examples(run.outcomes, kind="invalid"))
+
+
+def test_finish_reason_is_tool_calls_exactly_when_tools_are_called(tool_accuracy_run, request) -> None:
+    run = tool_accuracy_run
+    _report(run, request, "tool_finish_reason_consistent", run.score.finish_consistent)
+    assert (run.score.finish_consistent.rate or 0) >= run.policy.min_finish_reason_consistent, _below(
+        "replies whose finish_reason is 'tool_calls' exactly when they call tools", run.score.finish_consistent,
+        run.policy.min_finish_reason_consistent, failure_examples(run.outcomes, kind="finish"))
+
+
+def test_streamed_tool_calls_equal_non_streamed_at_scale(tool_accuracy_run, request) -> None:
+    run = tool_accuracy_run
+    _report(run, request, "tool_stream_agreement", run.score.stream_agreement)
+    by_key = {(o.case_id, o.stream): o for o in run.outcomes}
+    differing = [f"{case.id}: non-streamed {list(by_key[(case.id, False)].signature()) or 'no call'}, streamed "
+                 f"{list(by_key[(case.id, True)].signature()) or 'no call'}"[:240]
+                 for case in run.cases
+                 if by_key[(case.id, False)].signature() != by_key[(case.id, True)].signature()][:3]
+    assert (run.score.stream_agreement.rate or 0) >= run.policy.min_stream_agreement, _below(
+        "cases whose streamed tool calls equal the non-streamed ones", run.score.stream_agreement,
+        run.policy.min_stream_agreement, differing)
+
+
+def test_tool_call_triggers_match_the_baseline(tool_accuracy_run, request) -> None:
+    run = tool_accuracy_run
+    if run.baseline is None:
+        _report(run, request, "tool_trigger_vs_intended", run.score.intended.as_dict())
+        recorded = f"; this run recorded one in {run.recorded}" if run.recorded else ""
+        pytest.skip("no --tool-baseline given: whether a deployment calls a tool is judged against a trusted "
+                    f"deployment's baseline (record one with --record-tool-baseline){recorded}")
+    trigger = run.trigger
+    _report(run, request, "tool_trigger_vs_baseline", {**trigger.as_dict(), "baseline": run.baseline.label})
+    allure.attach(confusion_csv(trigger, "baseline"), name="tool-call trigger: confusion against the baseline",
+                  attachment_type=allure.attachment_type.CSV)
+    compared = trigger.total
+    assert compared == run.score.replies, (
+        f"the baseline {run.baseline.label} covers {compared} of this run's {run.score.replies} replies")
+    # Neither side ever called: F1 is undefined, and agreement (all "no call") is the figure to gate on.
+    judged = trigger.f1 if trigger.f1 is not None else trigger.agreement.rate
+    assert judged >= run.policy.min_trigger_f1, (
+        f"tool-call trigger F1 against the baseline {run.baseline.label}: {100 * judged:.1f}%, below the required "
+        f"{100 * run.policy.min_trigger_f1:.1f}% (called where the baseline did not: {trigger.only_candidate}; "
+        f"did not call where it did: {trigger.only_reference}; agreement {trigger.agreement})")
