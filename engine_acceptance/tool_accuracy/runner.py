@@ -76,8 +76,16 @@ class CaseOutcome:
 
     @property
     def finish_consistent(self) -> bool:
-        """``finish_reason`` is "tool_calls" exactly when the reply calls tools."""
-        return self.error is None and (self.finish_reason == "tool_calls") == self.triggered
+        """``finish_reason`` is "tool_calls" exactly when the reply calls tools.
+
+        A reply cut by max_tokens says "length", calls or not: that is the truth about
+        it (its cut arguments are the schema check's finding, not this one's).
+        """
+        if self.error is not None:
+            return False
+        if self.finish_reason == "length":
+            return True
+        return (self.finish_reason == "tool_calls") == self.triggered
 
     def signature(self) -> tuple[tuple[str, str], ...]:
         return tuple(sorted(call.canonical() for call in self.calls))

@@ -3,7 +3,8 @@
 - schema-valid arguments: calls whose arguments are JSON that fits the named tool's
   schema, out of all calls (a call to a tool that was not offered is invalid);
 - finish_reason consistency: replies whose ``finish_reason`` is "tool_calls" exactly
-  when they call tools, out of all replies (an HTTP error counts as inconsistent);
+  when they call tools ("length" is always true to a cut reply), out of all replies
+  (an HTTP error counts as inconsistent);
 - streamed = non-streamed: cases whose streamed calls reassemble to the non-streamed
   calls (names and parsed arguments), out of the cases;
 - trigger precision / recall / F1: "did it call a tool?" per case and mode, against

@@ -46,6 +46,12 @@ def test_rates_count_calls_replies_and_cases_separately() -> None:
     assert result.by_shape["flat"]["valid_calls"] == 5 and result.by_shape["flat"]["errors"] == 1
 
 
+def test_a_reply_cut_by_max_tokens_is_consistent_whatever_it_holds() -> None:
+    cut = CaseOutcome("a", True, (_call('{"city": "Par'),), "length")
+    assert cut.finish_consistent and not cut.calls[0].valid
+    assert not CaseOutcome("a", True, (), "tool_calls").finish_consistent
+
+
 def test_trigger_confusion_against_a_reference() -> None:
     candidate = {("a", False): True, ("b", False): True, ("c", False): False, ("d", False): False}
     reference = {("a", False): True, ("b", False): False, ("c", False): True, ("d", False): False}
