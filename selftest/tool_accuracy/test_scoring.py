@@ -47,7 +47,7 @@ def test_rates_count_calls_replies_and_cases_separately() -> None:
 
 
 def test_a_reply_cut_by_max_tokens_is_consistent_whatever_it_holds() -> None:
-    cut = CaseOutcome("a", True, (_call('{"city": "Par'),), "length")
+    cut = CaseOutcome("a", True, (CallOutcome("get_weather", "{\"city\": \"Par", ("not JSON",)),), "length")
     assert cut.finish_consistent and not cut.calls[0].valid
     assert not CaseOutcome("a", True, (), "tool_calls").finish_consistent
 
