@@ -38,7 +38,8 @@ def argument_problems(tool: dict[str, Any], arguments: str) -> list[str]:
     except json.JSONDecodeError as exc:
         shown = arguments if len(arguments) <= 200 else arguments[:200] + "…"
         return [f"arguments are not JSON ({exc.msg} at position {exc.pos}): {shown!r}"]
-    schema = tool["function"]["parameters"]
+    # A function declared without `parameters` takes none: its arguments must be an object.
+    schema = tool["function"].get("parameters") or {"type": "object", "properties": {}}
     validator = jsonschema.validators.validator_for(schema)(schema)
     return [f"arguments {json.dumps(parsed, ensure_ascii=False)} do not fit the schema: "
             f"{'/'.join(map(str, error.absolute_path)) or '(top level)'}: {error.message}"

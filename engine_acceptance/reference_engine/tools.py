@@ -2,11 +2,15 @@
 
 A request's `tools` and `tool_choice` are validated like vLLM does (400 for a named
 tool that is not offered, or a `tool_choice` without `tools`). The model's side is
-a small honest rule: when the question asks for what a tool provides (the tool is
-named, or its description's topic is asked about) and the question names the
-values its required parameter needs (cities, from a small gazetteer), it calls the
-tool once per value, in one turn (parallel), unless `parallel_tool_calls` is
-false. `tool_choice: "none"` answers in text; a named tool is always called once.
+a small honest rule: a tool is wanted when the question names it (`get_weather`, or
+`get weather`) or asks about its description's topic. Its arguments fit its schema
+whatever the shape (`schema_values.fill_arguments`), taken from the question where
+it says them; when the tool has a place parameter and the question names several
+places (a small gazetteer), it is called once per place, in one turn (parallel),
+unless `parallel_tool_calls` is false; a place parameter that is required and not
+named means there is nothing to ask, and the model answers in text.
+`tool_choice: "none"` answers in text; `"required"` calls the wanted tools, or the
+first one offered; a named tool is always called once.
 When the conversation ends with `role: tool` results, the answer is written from
 them. Streamed calls are cut into fragments the way vLLM and SGLang send them:
 first the index, id, type and name with empty arguments, then argument pieces,
@@ -26,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from .conventions import Convention
 from .generation import Generation, Piece, ToolCallOut, ToolFragment, generate_chat, split_pieces
 from .protocol import RequestError
+from .schema_values import fill_arguments, mentions
 from .tokenizer import ReferenceTokenizer
 from . import wire
 
@@ -49,7 +54,8 @@ __all__ = [
 CITIES = (
     "北京", "上海", "广州", "深圳", "杭州", "成都", "武汉", "西安", "南京", "天津", "重庆", "苏州", "香港", "台北",
     "Beijing", "Shanghai", "Guangzhou", "Shenzhen", "Hangzhou", "London", "Paris", "Tokyo", "Berlin",
-    "New York", "San Francisco", "Singapore",
+    "New York", "San Francisco", "Singapore", "東京", "大阪", "Kyoto", "Osaka", "Seoul", "Sydney", "Rome",
+    "Madrid",
 )
 # Parameter names the model knows how to fill with a place.
 _PLACE_PARAMS = ("city", "location", "city_name")
@@ -148,18 +154,40 @@ def _places_in(text: str) -> list[str]:
 
 def _place_param(schema: Mapping[str, Any]) -> str | None:
     properties = schema.get("properties") or {}
-    required = set(schema.get("required") or ())
-    place = next((name for name in _PLACE_PARAMS if name in properties), None)
-    # A required parameter the model cannot fill means it cannot call this tool.
-    if required - {place}:
-        return None
-    return place
+    return next((name for name in _PLACE_PARAMS if name in properties), None)
 
 
 def _wanted(name: str, description: str, question: str) -> bool:
-    if name.lower() in question.lower():
+    # Named as written (get_weather) or as words (get weather); whole words only, so
+    # get_weather does not call get_weather_alerts.
+    if mentions(question, name) or mentions(question, name.replace("_", " ")):
         return True
     return any(topic.search(name + " " + description) and topic.search(question) for topic in _TOPICS.values())
+
+
+def _candidates(request: ToolRequest, question: str, results_arrived: bool) -> list[str]:
+    """The tools the model means to call, in the order offered."""
+    if request.choice == "named":
+        assert request.named is not None
+        return [request.named]
+    if results_arrived and request.choice == "auto":
+        return []  # the results are here: answer from them
+    wanted = [name for name in request.tools if _wanted(name, request.descriptions[name], question)]
+    if not wanted and request.choice == "required":
+        # Obliged to call and nothing asked for: the first tool offered.
+        wanted = list(request.tools)[:1]
+    return wanted
+
+
+def _calls_for(name: str, parameters: Mapping[str, Any], question: str, places: Sequence[str], *,
+               obliged: bool) -> list[dict[str, Any]]:
+    """The arguments of each call to one tool: one per place the question names for a place parameter."""
+    place = _place_param(parameters)
+    if place is not None and places:
+        return [fill_arguments(parameters, question, {place: value}) for value in places]
+    if place is not None and place in (parameters.get("required") or ()) and not obliged:
+        return []  # nothing to ask the tool about: answer in text
+    return [fill_arguments(parameters, question)]
 
 
 def plan_tool_answer(
@@ -173,38 +201,23 @@ def plan_tool_answer(
     conv = Conversation.from_messages(messages)
     results_arrived = bool(messages) and messages[-1].get("role") == "tool"
     question = conv.question
-    if request.choice == "named":
-        candidates = [request.named]
-    elif results_arrived and request.choice == "auto":
-        return None  # the results are here: answer from them
-    else:
-        candidates = [name for name in request.tools
-                      if _wanted(name, request.descriptions[name], question) or request.choice == "required"]
+    places = _places_in(question)
     calls: list[ToolCallOut] = []
-    for name in candidates:
-        place = _place_param(request.tools[name])
-        if place is None:
-            continue
-        places = _places_in(question)
-        if not places:
-            if request.choice == "auto":
-                continue  # nothing to ask the tool about: answer in text
-            places = [""]
-        for value in places:
-            arguments = json.dumps({place: value}, ensure_ascii=False)
-            calls.append(ToolCallOut(f"{call_id_prefix}{secrets.token_hex(12)}", name, arguments))
+    said: list[str] = []
+    for name in _candidates(request, question, results_arrived):
+        arguments = _calls_for(name, request.tools[name], question, places, obliged=request.choice != "auto")
         if request.choice == "named":
-            calls = calls[:1]
+            arguments = arguments[:1]
+        for values in arguments:
+            calls.append(ToolCallOut(f"{call_id_prefix}{secrets.token_hex(12)}", name,
+                                     json.dumps(values, ensure_ascii=False)))
+            said.append(next((str(values[p]) for p in _PLACE_PARAMS if values.get(p)), name))
     if not calls:
         return None
     if not request.parallel:
-        calls = calls[:1]
+        calls, said = calls[:1], said[:1]
     zh = has_cjk(question)
-    values = []
-    for call in calls:
-        arguments = json.loads(call.arguments)
-        values.append(next((str(arguments[p]) for p in _PLACE_PARAMS if p in arguments), "") or "?")
-    listed = ("、" if zh else ", ").join(values)
+    listed = ("、" if zh else ", ").join(said)
     if zh:
         reasoning = f"需要调用工具查询{listed}，不能猜测结果。本轮发出 {len(calls)} 个调用。"
     else:

@@ -1,0 +1,440 @@
+"""The questions of the tool-accuracy set, per shape, as written by hand.
+
+Each call question names its tool and says the values the call needs; free text is
+quoted, in the order the tool's schema lists its parameters, so a reader (or the
+reference model) can tell which value goes where. Chinese and English alternate, with
+some Japanese. Questions for tools other than ``get_weather`` never mention weather,
+temperature or a forecast, and name at most one city unless they want parallel calls.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "ANY_OF", "ARRAYS", "CJK_EMOJI", "DEFS_REFS", "ENUMS", "FLAT", "MANY_TOOLS", "MULTI_TURN_CONTINUE",
+    "MULTI_TURN_END", "NESTED", "NO_CALL", "OPTIONAL", "PARALLEL", "PARAMETERLESS",
+]
+
+# (tool, question)
+Scenario = tuple[str, str]
+
+FLAT: list[Scenario] = [
+    ("get_weather", "What's the weather in Paris right now? Use get_weather."),
+    ("get_weather", "请用 get_weather 查一下杭州现在的天气。"),
+    ("get_stock_price", 'Use get_stock_price to fetch the latest price of "NVDA".'),
+    ("get_stock_price", '请调用 get_stock_price 查询 "0700.HK" 的最新股价。'),
+    ("convert_currency", 'Convert 250 "USD" to "EUR" with convert_currency.'),
+    ("convert_currency", '用 convert_currency 把 1200 "CNY" 换算成 "JPY"。'),
+    ("send_email", 'Send an email with send_email to "ops@example.com", subject "Disk full", body "Server 3 is at 95%."'),
+    ("send_email", '请用 send_email 给 "lin@example.com" 发邮件，主题 "周报"，正文 "本周进度已更新，请查收。"'),
+    ("calculate_tip", "Use calculate_tip: the bill is 86.40 and I want to tip 18 percent."),
+    ("calculate_tip", "账单 320 元，小费 15%，请用 calculate_tip 算一下。"),
+    ("translate_text", 'Translate "Where is the train station?" into "German" using translate_text.'),
+    ("translate_text", '请用 translate_text 把 "今天的会议推迟到下午三点" 翻译成 "English"。'),
+    ("lookup_word", 'Look up the word "serendipity" with lookup_word.'),
+    ("lookup_word", '请用 lookup_word 查一下 "ephemeral" 这个词的意思。'),
+    ("get_flight_status", 'Check flight "CA1832" on 2025-07-14 with get_flight_status.'),
+    ("get_flight_status", '请用 get_flight_status 查询 2025-08-02 的航班 "MU5101" 状态。'),
+    ("set_reminder", 'Use set_reminder to remind me to "call the dentist" in 45 minutes.'),
+    ("set_reminder", '请用 set_reminder 在 30 分钟后提醒我 "关掉烤箱"。'),
+    ("track_package", 'Where is my parcel "1Z999AA10123456784"? Please use track_package.'),
+    ("track_package", '帮我用 track_package 查一下快递单号 "SF1402238877765" 到哪了。'),
+    ("calculate_bmi", "Use calculate_bmi for someone who weighs 72.5 kg and is 178 cm tall."),
+    ("calculate_bmi", "体重 58 公斤，身高 165 厘米，请调用 calculate_bmi 计算 BMI。"),
+    ("get_exchange_rate", 'What is the rate from "GBP" to "USD"? Use get_exchange_rate.'),
+    ("get_exchange_rate", '请用 get_exchange_rate 查询 "EUR" 兑 "CNY" 的汇率。'),
+    ("get_stock_price", 'Can you get stock price for "MSFT"?'),
+]
+
+NESTED: list[Scenario] = [
+    ("create_calendar_event", 'Use create_calendar_event: title "Design review" on 2025-09-03 at "14:30" in'
+                              ' "Building A", room "301".'),
+    ("create_calendar_event", '请用 create_calendar_event 创建日程：标题 "季度复盘"，日期 2025-10-10，时间 "09:00"，'
+                              '地点 "总部大楼"，room "5F-大会议室"。'),
+    ("create_calendar_event", 'Add "Dentist" to my calendar with create_calendar_event on 2025-06-20 at "08:15",'
+                              ' location "Smile Clinic".'),
+    ("create_calendar_event", '调用 create_calendar_event：标题 "读书会"，2025-11-01，"19:30"，地点 "社区图书馆"。'),
+    ("book_hotel", 'Book a hotel with book_hotel for guest "Anna Berg", email "anna@example.com", checking in'
+                   ' 2025-07-01 for 3 nights in a double room.'),
+    ("book_hotel", '请用 book_hotel 预订酒店：住客 "王磊"，邮箱 "wanglei@example.com"，2025-05-18 入住，2 晚，suite 房型。'),
+    ("book_hotel", 'Use book_hotel: guest "Kenji Sato", "kenji@example.jp", check-in 2025-12-24, 5 nights,'
+                   ' single room.'),
+    ("book_hotel", '用 book_hotel 帮 "陈静" 订房，邮箱 "chenjing@example.cn"，2025-09-09 入住 1 晚，single。'),
+    ("create_user_profile", 'Create a profile with create_user_profile: name "Maria Lopez", age 34, address'
+                            ' "12 Elm Street", "Springfield", "62704".'),
+    ("create_user_profile", '请用 create_user_profile 建档：姓名 "赵敏"，年龄 29，地址 "中山路 88 号"、"青岛"、"266001"。'),
+    ("create_user_profile", 'Use create_user_profile for "Tom Baker", 61 years old, living at "4 Mill Lane",'
+                            ' "Bristol", "BS1 4DJ".'),
+    ("create_user_profile", '调用 create_user_profile：名字 "李雷"，18 岁，住址 "学院路 5 号"、"合肥"、"230000"。'),
+    ("submit_order", 'Place an order with submit_order for customer "C-2291" "Priya Nair", express shipping to'
+                     ' "221B Baker Street", "United Kingdom".'),
+    ("submit_order", '请用 submit_order 下单：客户 "C-0042" "周杰"，standard 配送，地址 "人民路 100 号"、"中国"。'),
+    ("submit_order", 'Use submit_order: customer "C-7781" named "Lars Holm", standard shipping to "Storgatan 5",'
+                     ' "Sweden".'),
+    ("submit_order", '调用 submit_order，客户编号 "C-9001"，姓名 "孙丽"，express 快递到 "长安街 1 号"、"中国"。'),
+    ("configure_alert", 'Use configure_alert: alert when "cpu_usage" > 90, notify me on slack.'),
+    ("configure_alert", '请用 configure_alert 设置告警：当 "磁盘使用率" > 85 时，通过 sms 通知我。'),
+    ("configure_alert", 'Set up configure_alert for "queue_depth" < 10 and send it by email.'),
+    ("configure_alert", '调用 configure_alert：指标 "错误率" > 5 时用 email 通知。'),
+    ("update_settings", "Use update_settings: dark theme and font size 16."),
+    ("update_settings", "请用 update_settings 把主题改成 light，字号 20，并开启 share usage。"),
+    ("update_settings", "Switch to the light theme with font size 12 using update_settings."),
+    ("update_settings", "调用 update_settings：dark 主题，字号 24。"),
+]
+
+ARRAYS: list[Scenario] = [
+    ("add_tags", 'Use add_tags on item "SKU-1042" with the tags "summer", "sale" and "new".'),
+    ("add_tags", '请用 add_tags 给商品 "A-77" 打上标签 "热卖" 和 "包邮"。'),
+    ("add_tags", 'Tag item "post-558" as "python" using add_tags.'),
+    ("create_playlist", 'Use create_playlist to make "Road Trip" with "Bohemian Rhapsody" by "Queen" and'
+                        ' "Hotel California" by "Eagles".'),
+    ("create_playlist", '请用 create_playlist 建歌单 "深夜"：歌曲 "晴天"（"周杰伦"）和 "红豆"（"王菲"）。'),
+    ("create_playlist", 'create_playlist "Focus": "Clair de Lune" by "Debussy", "Gymnopedie No.1" by "Satie",'
+                        ' "Spiegel im Spiegel" by "Arvo Part".'),
+    ("compute_statistics", "Use compute_statistics on these numbers: 3, 8, 15, 22 and 41."),
+    ("compute_statistics", "请用 compute_statistics 统计这组数：12、7、19、7、30、25。"),
+    ("compute_statistics", "compute_statistics for 0.5, 1.25, 2.75 please."),
+    ("send_group_message", 'Use send_group_message to send "Standup moved to 10:30" to "Alice", "Bob" and'
+                           ' "Chen".'),
+    ("send_group_message", '请用 send_group_message 发 "今晚聚餐取消" 给 "小王" 和 "小李"。'),
+    ("send_group_message", 'send_group_message: "Release is out" to "dev-team" and "qa-team".'),
+    ("plan_trip", 'Use plan_trip with stops "Lisbon" for 3 days and "Porto" for 2 days.'),
+    ("plan_trip", '请用 plan_trip 规划行程：先 "桂林" 玩 2 天，再 "阳朔" 玩 3 天。'),
+    ("plan_trip", 'plan_trip: "Reykjavik" 2 days, "Vik" 1 day, "Hofn" 2 days.'),
+    ("schedule_meetings", "Use schedule_meetings for a 30 minute slot on 2025-07-03 and a 60 minute slot on"
+                          " 2025-07-04."),
+    ("schedule_meetings", "请用 schedule_meetings 安排 2025-09-15 的会议，时长 45 分钟。"),
+    ("schedule_meetings", "schedule_meetings: 2025-11-20, 90 minutes."),
+    ("order_items", 'Use order_items: 2 of "SKU-881" and 5 of "SKU-113".'),
+    ("order_items", '请用 order_items 下单：3 件 "BK-2024"，1 件 "PEN-07"。'),
+    ("order_items", 'order_items for 10 units of "CABLE-USB-C".'),
+    ("delete_records", "Use delete_records to delete records 104, 221 and 390."),
+    ("delete_records", "请用 delete_records 删除编号 7 和 12 的记录。"),
+    ("delete_records", "delete_records: remove record 5531."),
+]
+
+ENUMS: list[Scenario] = [
+    ("set_fan_speed", 'Use set_fan_speed to set the "bedroom" fan to high.'),
+    ("set_fan_speed", '请用 set_fan_speed 把 "客厅" 的风扇调到 low 档。'),
+    ("set_fan_speed", 'set_fan_speed: "office", medium.'),
+    ("convert_units", "Use convert_units to convert 42.2 km to mi."),
+    ("convert_units", "请用 convert_units 把 5280 ft 换算成 m。"),
+    ("convert_units", "convert_units: 100 m into ft, please."),
+    ("change_language", "Use change_language to switch the interface to japanese."),
+    ("change_language", "请调用 change_language，把界面语言改成 chinese。"),
+    ("change_language", "change_language to french please."),
+    ("set_ticket_priority", 'Use set_ticket_priority to make ticket "INC-4411" P0.'),
+    ("set_ticket_priority", '请用 set_ticket_priority 把工单 "REQ-208" 的优先级设为 P2。'),
+    ("set_ticket_priority", 'set_ticket_priority "BUG-77" to P3.'),
+    ("order_coffee", "Use order_coffee: a large cappuccino."),
+    ("order_coffee", "请用 order_coffee 点一杯 small 的 latte。"),
+    ("order_coffee", "order_coffee: mocha, medium."),
+    ("order_coffee", "请调用 order_coffee，来一杯 americano，large。"),
+    ("rate_movie", 'Use rate_movie to give "Spirited Away" 5 stars.'),
+    ("rate_movie", '请用 rate_movie 给 "流浪地球" 打 4 星。'),
+    ("rate_movie", 'rate_movie "The Room": 1 star.'),
+    ("set_light_mode", "Use set_light_mode to switch to night mode."),
+    ("set_light_mode", "请用 set_light_mode 切换到 warm 模式。"),
+    ("set_light_mode", "set_light_mode: daylight."),
+    ("set_fan_speed", '请调用 set_fan_speed，"书房" 风扇 medium 档。'),
+    ("convert_units", "Use convert_units: 3 mi in km."),
+    ("change_language", "Switch to german with change_language."),
+]
+
+ANY_OF: list[Scenario] = [
+    ("lookup_order", "Use lookup_order for order number 88213."),
+    ("lookup_order", '请用 lookup_order 查订单 "AB-77-XZ"。'),
+    ("lookup_order", 'lookup_order "SO-2025-0091".'),
+    ("lookup_order", "请调用 lookup_order 查询订单 4096。"),
+    ("set_timeout", 'Use set_timeout to give "payments-api" a timeout of 30 seconds.'),
+    ("set_timeout", '请用 set_timeout 把 "搜索服务" 的超时设为 5 秒。'),
+    ("set_timeout", 'set_timeout for "batch-jobs": no timeout at all (null).'),
+    ("set_timeout", '请调用 set_timeout，"报表服务" 超时 120 秒。'),
+    ("update_contact", 'Use update_contact: "Jonas Weber", phone "+49 30 1234567".'),
+    ("update_contact", '请用 update_contact 更新联系人 "刘洋"，电话 "138-0013-8000"，email "liuyang@example.com"。'),
+    ("update_contact", 'update_contact "Sara Kim": phone "+82 2 555 0199", email "sara@example.kr".'),
+    ("update_contact", '请调用 update_contact，联系人 "黄蕾"，电话 "021-5555-1234"。'),
+    ("send_notification", 'Use send_notification to email "oncall@example.com" the text "Backup finished".'),
+    ("send_notification", '请用 send_notification 发邮件到 "boss@example.cn"，内容 "合同已签署"。'),
+    ("send_notification", 'send_notification via email to "team@example.org": "Deploy at 17:00".'),
+    ("send_notification", '请调用 send_notification，邮件发给 "hr@example.com"，内容 "面试改到周五"。'),
+    ("set_discount", 'Use set_discount to put 20 percent off "winter jacket".'),
+    ("set_discount", '请用 set_discount 给 "蓝牙耳机" 打 35 折扣点。'),
+    ("set_discount", 'set_discount on "sample pack": 100.'),
+    ("search_events", 'Use search_events to find "jazz" events on 2025-08-15.'),
+    ("search_events", '请用 search_events 搜索 "马拉松" 活动，日期 2025-10-19。'),
+    ("search_events", 'search_events for "book fair", any date.'),
+    ("resize_image", 'Use resize_image on "banner.png" to 1200 by 400.'),
+    ("resize_image", '请用 resize_image 把 "头像.jpg" 调整为 256 x 256。'),
+    ("resize_image", 'resize_image "photo.webp": width 800, height 600.'),
+]
+
+DEFS_REFS: list[Scenario] = [
+    ("create_invoice", 'Use create_invoice: seller "Acme GmbH" at "Hauptstr. 1", "Munich"; buyer "Blue Ltd" at'
+                       ' "9 King St", "Leeds"; total 1500 "EUR".'),
+    ("create_invoice", '请用 create_invoice 开发票：卖方 "华星科技"，"科技园 8 号"，"深圳市"；买方 "远航贸易"，"港湾路 3 号"，'
+                       '"厦门市"；金额 8800 "CNY"。'),
+    ("create_invoice", 'create_invoice from "Nordic AB" ("Kungsgatan 2", "Malmo") to "Fjord AS" ("Bryggen 4",'
+                       ' "Bergen"), 920 "NOK".'),
+    ("create_invoice", '调用 create_invoice：卖方 "山田商事"、"銀座 1-1"、"Chuo"；买方 "米田商店"、"梅田 2-2"、"Kita"；'
+                       '合计 30000 "JPY"。'),
+    ("register_guests", 'Use register_guests for "Gala Dinner": "Ana" age 34 and "Ben" age 41.'),
+    ("register_guests", '请用 register_guests 登记 "新年晚会" 的来宾："张伟" 35 岁，"李娜" 28 岁。'),
+    ("register_guests", 'register_guests "Kids Camp": "Mia" 9, "Leo" 11, "Zoe" 10.'),
+    ("register_guests", '调用 register_guests，活动 "婚礼"，来宾 "王芳" 60 岁、"王强" 62 岁。'),
+    ("ship_parcel", 'Use ship_parcel from "1 Main St", "Boston", "02108" to "500 Pine Ave", "Seattle", "98101",'
+                    ' weight 2.5 kg.'),
+    ("ship_parcel", '请用 ship_parcel 寄件：从 "南京路 1 号"、"上海市"、"200001" 寄到 "天河路 9 号"、"广州市"、"510000"，'
+                    '重 1.2 公斤。'),
+    ("ship_parcel", 'ship_parcel: sender "Rue de Rivoli 10", "Lyon", "69001"; recipient "Via Roma 3", "Milano",'
+                    ' "20121"; 4 kg.'),
+    ("ship_parcel", '调用 ship_parcel，寄件 "建国路 5 号"、"北京市"、"100022"，收件 "春熙路 7 号"、"成都市"、"610000"，0.8 公斤。'),
+    ("create_project", 'Use create_project: title "Apollo", owner "Grace" as owner, members "Linus" editor and'
+                       ' "Ada" viewer.'),
+    ("create_project", '请用 create_project 新建项目 "智慧园区"，负责人 "刘工" owner，成员 "陈工" editor。'),
+    ("create_project", 'create_project "Website Redesign", owner "Mina" (owner), member "Omar" as viewer.'),
+    ("create_project", '调用 create_project：项目 "年会筹备"，owner "周总"，成员 "小吴" editor、"小郑" viewer。'),
+    ("log_expense", 'Use log_expense: 42.80 "USD" for travel, note "taxi to airport".'),
+    ("log_expense", '请用 log_expense 记一笔 food 支出 68 "CNY"，note "团队午餐"。'),
+    ("log_expense", 'log_expense 129 "EUR", office.'),
+    ("log_expense", '调用 log_expense：travel，560 "HKD"。'),
+    ("transfer_funds", 'Use transfer_funds from "DE89370400440532013000" ("Max Muller") to'
+                       ' "FR1420041010050500013M02606" ("Claire Dubois"), 250 "EUR".'),
+    ("transfer_funds", '请用 transfer_funds 从 "CN1234567890" ("赵一") 转账到 "CN0987654321" ("钱二")，金额 5000 "CNY"。'),
+    ("transfer_funds", 'transfer_funds: "GB29NWBK60161331926819" "Sam Jones" to "GB94BARC10201530093459"'
+                       ' "Kate Lee", 75 "GBP".'),
+    ("transfer_funds", '调用 transfer_funds，"JP001" ("佐藤") 转给 "JP002" ("鈴木")，12000 "JPY"。'),
+]
+
+OPTIONAL: list[Scenario] = [
+    ("search_products", 'Use search_products for "wireless mouse".'),
+    ("search_products", 'Use search_products for "lego castle" in the toys category, max price 80, in stock only.'),
+    ("search_products", '请用 search_products 搜索 "机械键盘"，sort_by price。'),
+    ("search_products", '请用 search_products 找 "三体"，category 选 books，max price 50。'),
+    ("find_restaurants", "Use find_restaurants in Tokyo."),
+    ("find_restaurants", 'Use find_restaurants in London with cuisine "Thai", price level 2, open now.'),
+    ("find_restaurants", "请用 find_restaurants 找成都的餐厅。"),
+    ("find_restaurants", '请用 find_restaurants 在上海找 cuisine "本帮菜"，price level 3。'),
+    ("list_files", 'Use list_files on "/var/log".'),
+    ("list_files", 'Use list_files on "/home/ada/projects", recursive, glob "*.py", limit 50.'),
+    ("list_files", '请用 list_files 列出 "/data/reports" 目录。'),
+    ("list_files", '请用 list_files 查看 "/srv/www"，glob "*.html"，limit 10。'),
+    ("create_task", 'Use create_task: "Renew passport".'),
+    ("create_task", 'Use create_task "Prepare slides", due date 2025-06-30, priority urgent, assignee "Noor".'),
+    ("create_task", '请用 create_task 添加任务 "交水电费"。'),
+    ("create_task", '请用 create_task 添加 "提交报销单"，due date 2025-07-05，priority normal。'),
+    ("get_news", 'Use get_news on "quantum computing".'),
+    ("get_news", 'Use get_news on "electric cars", language en, limit 5.'),
+    ("get_news", '请用 get_news 获取 "人工智能" 的新闻。'),
+    ("get_news", '请用 get_news 看 "大阪世博会" 的新闻，language ja，limit 3。'),
+    ("book_table", 'Use book_table at "Chez Panisse" for 4.'),
+    ("book_table", 'Use book_table at "Noma" for 2 at time "19:30", notes "window seat".'),
+    ("book_table", '请用 book_table 在 "海底捞" 订 6 人位。'),
+    ("book_table", '请用 book_table 在 "鼎泰丰" 订 3 人，time "12:00"，notes "有一位素食者"。'),
+]
+
+PARAMETERLESS: list[Scenario] = [
+    ("get_current_time", "What time is it? Use get_current_time."),
+    ("get_current_time", "请调用 get_current_time 告诉我现在几点。"),
+    ("get_current_time", "get current time, please."),
+    ("get_current_time", "現在の時刻を get_current_time で調べてください。"),
+    ("list_devices", "Use list_devices to show my devices."),
+    ("list_devices", "请用 list_devices 列出我账号下的设备。"),
+    ("list_devices", "list devices on my account, please."),
+    ("list_devices", "list_devices を使って端末の一覧を出して。"),
+    ("get_server_status", "Is the server healthy? Check with get_server_status."),
+    ("get_server_status", "请调用 get_server_status 看看服务器状态。"),
+    ("get_server_status", "Run get_server_status."),
+    ("get_server_status", "get server status, please."),
+    ("refresh_cache", "Use refresh_cache to rebuild the cache."),
+    ("refresh_cache", "请执行 refresh_cache 清一下缓存。"),
+    ("refresh_cache", "refresh cache now."),
+    ("refresh_cache", "キャッシュを refresh_cache で更新してください。"),
+    ("get_random_joke", "Tell me a joke using get_random_joke."),
+    ("get_random_joke", "请用 get_random_joke 给我讲个笑话。"),
+    ("get_random_joke", "get random joke."),
+    ("get_random_joke", "get_random_joke で何か面白い話を。"),
+    ("whoami", "Which account am I signed in as? Use whoami."),
+    ("whoami", "请调用 whoami 看看我登录的是哪个账号。"),
+    ("whoami", "Run whoami for me."),
+    ("whoami", "whoami で今のユーザーを確認して。"),
+]
+
+MANY_TOOLS: list[Scenario] = [
+    ("get_stock_price", 'Use get_stock_price for "TSLA".'),
+    ("convert_units", "请用 convert_units 把 10 km 换成 mi。"),
+    ("track_package", 'Use track_package for "JD0088123456".'),
+    ("create_task", '请用 create_task 添加任务 "续费域名"。'),
+    ("order_coffee", "Use order_coffee: a medium latte."),
+    ("get_population", "请用 get_population 查一下 Berlin 的人口。"),
+    ("set_reminder", 'Use set_reminder to remind me to "stretch" in 20 minutes.'),
+    ("lookup_word", '请用 lookup_word 查 "ubiquitous"。'),
+    ("list_files", 'Use list_files on "/tmp".'),
+    ("rate_movie", '请用 rate_movie 给 "霸王别姬" 打 5 星。'),
+    ("get_current_time", "Use get_current_time."),
+    ("send_message", '请用 send_message 给 "阿强" 发 "我到楼下了"。'),
+    ("book_table", 'Use book_table at "Dishoom" for 5.'),
+    ("get_exchange_rate", '请用 get_exchange_rate 查 "USD" 兑 "HKD"。'),
+    ("search_music", 'Use search_music for "Clocks".'),
+    ("set_fan_speed", '请用 set_fan_speed 把 "卧室" 风扇调到 high。'),
+    ("delete_records", "Use delete_records to remove records 17 and 18."),
+    ("get_air_quality", "请用 get_air_quality 查询西安的空气质量。"),
+    ("create_note", 'Use create_note titled "Ideas" with content "A bike-sharing app for kids".'),
+    ("change_language", "请用 change_language 切换成 english。"),
+    ("calculate_tip", "Use calculate_tip on a bill of 64 with 20 percent."),
+    ("lookup_order", "请用 lookup_order 查订单 31337。"),
+    ("whoami", "Use whoami."),
+    ("get_news", '请用 get_news 看 "航天" 新闻。'),
+]
+
+CJK_EMOJI: list[Scenario] = [
+    ("send_message", '请用 send_message 给 "小明" 发消息："今晚七点老地方见 🎉"'),
+    ("send_message", 'Use send_message to tell "妈妈" "我已安全到达 ✈️❤️".'),
+    ("send_message", 'send_message で "田中さん" に "明日の会議は10時からです🙏" と送って。'),
+    ("send_message", '请用 send_message 给 "Team 🚀" 发送 "上线完成，辛苦了！👏👏"。'),
+    ("create_note", '请用 create_note 记笔记，标题 "购物清单🛒"，内容 "牛奶、鸡蛋、面包🍞"。'),
+    ("create_note", 'Use create_note titled "旅行计划" with content "京都 → 大阪 → 奈良 🦌".'),
+    ("create_note", 'create_note で、タイトル "買い物"、内容 "味噌、豆腐、ねぎ 🥢" のメモを作って。'),
+    ("create_note", '请调用 create_note：标题 "灵感💡"，内容 "用「温故知新」做海报标题"。'),
+    ("post_status", '请用 post_status 发动态："终于爬上泰山了！⛰️🌅"'),
+    ("post_status", 'Use post_status: "今日は最高の一日でした😊🌸"'),
+    ("post_status", 'post_status "新年快乐 🧧🐍 Happy New Year!"'),
+    ("post_status", '请用 post_status 发一条："加班第三天☕️☕️☕️，坚持住💪"'),
+    ("rename_file", '请用 rename_file 把 "新建文档.txt" 改名为 "会议纪要-三月.txt"。'),
+    ("rename_file", 'Use rename_file to rename "IMG_0042.jpg" to "富士山🗻.jpg".'),
+    ("rename_file", 'rename_file で "報告書.docx" を "報告書_最終版✅.docx" に変更して。'),
+    ("rename_file", '请调用 rename_file："照片 (1).png" 改成 "猫咪🐱.png"。'),
+    ("search_music", '请用 search_music 搜索 "夜に駆ける"。'),
+    ("search_music", 'Use search_music for "좋은 날 🌤" by IU.'),
+    ("search_music", 'search_music 「千本桜」を探して。'),
+    ("search_music", '请用 search_music 找 "🎹 lo-fi 学习" 歌单。'),
+    ("set_nickname", '请用 set_nickname 把昵称改成 "快乐小狗🐶"。'),
+    ("set_nickname", 'Use set_nickname: "🌙月影"'),
+    ("set_nickname", 'set_nickname でニックネームを "さくら🌸" にして。'),
+    ("translate_text", '请用 translate_text 把 "一路顺风 🚄" 翻译成 "Japanese"。'),
+    ("translate_text", 'Use translate_text to turn "お疲れ様です🍵" into "English".'),
+    ("set_nickname", '请调用 set_nickname："老王🍉"'),
+]
+
+# (question, [(tool, arguments)], [results]): the conversation ends on the results (no call wanted).
+MultiEnd = tuple[str, list[tuple[str, dict[str, Any]]], list[dict[str, Any]]]
+MULTI_TURN_END: list[MultiEnd] = [
+    ("What's the weather in Paris? Use get_weather.", [("get_weather", {"city": "Paris"})],
+     [{"city": "Paris", "weather": "sunny", "temperature_c": 24}]),
+    ("请用 get_weather 查询广州和北京的天气。", [("get_weather", {"city": "广州"}), ("get_weather", {"city": "北京"})],
+     [{"city": "广州", "weather": "雷阵雨", "temperature_c": 31}, {"city": "北京", "weather": "晴", "temperature_c": 26}]),
+    ('Use get_stock_price for "AAPL".', [("get_stock_price", {"symbol": "AAPL"})],
+     [{"symbol": "AAPL", "price": 227.5, "currency": "USD"}]),
+    ('请用 track_package 查 "SF1402238877765"。', [("track_package", {"tracking_number": "SF1402238877765"})],
+     [{"status": "派送中", "location": "杭州转运中心"}]),
+    ('Convert 100 "USD" to "JPY" with convert_currency.',
+     [("convert_currency", {"amount": 100, "from_currency": "USD", "to_currency": "JPY"})],
+     [{"result": 14820.0, "rate": 148.2}]),
+    ("请用 get_current_time 告诉我现在几点。", [("get_current_time", {})], [{"time": "2025-06-01T14:05:00+08:00"}]),
+    ('Use lookup_word for "sonder".', [("lookup_word", {"word": "sonder"})],
+     [{"definition": "the realization that each passerby has a life as vivid as your own"}]),
+    ("请用 get_air_quality 查上海的空气质量。", [("get_air_quality", {"city": "上海"})], [{"city": "上海", "aqi": 58}]),
+    ('Use search_products for "desk lamp".', [("search_products", {"query": "desk lamp"})],
+     [{"results": [{"name": "Arc LED", "price": 39.9}, {"name": "Mini Clip", "price": 12.5}]}]),
+    ('请用 send_message 给 "小明" 发 "收到 👍"。', [("send_message", {"recipient": "小明", "text": "收到 👍"})],
+     [{"delivered": True}]),
+    ("Use list_devices.", [("list_devices", {})], [{"devices": ["Pixel 8", "iPad Air"]}]),
+    ("请用 get_population 查 Tokyo 和 Seoul 的人口。",
+     [("get_population", {"city_name": "Tokyo"}), ("get_population", {"city_name": "Seoul"})],
+     [{"city_name": "Tokyo", "population": 13960000}, {"city_name": "Seoul", "population": 9410000}]),
+    ('Use lookup_order for "AB-77-XZ".', [("lookup_order", {"order_id": "AB-77-XZ"})],
+     [{"status": "shipped", "eta": "2025-06-04"}]),
+]
+
+# (question, calls, results, the assistant's answer, the next question, the tool it wants)
+MultiContinue = tuple[str, list[tuple[str, dict[str, Any]]], list[dict[str, Any]], str, str, str]
+MULTI_TURN_CONTINUE: list[MultiContinue] = [
+    ("What's the weather in London? Use get_weather.", [("get_weather", {"city": "London"})],
+     [{"city": "London", "weather": "rain", "temperature_c": 14}], "London: rain, 14°C.",
+     "Thanks. Now use find_hotels in London.", "find_hotels"),
+    ("请用 get_weather 查成都的天气。", [("get_weather", {"city": "成都"})],
+     [{"city": "成都", "weather": "多云", "temperature_c": 22}], "成都：多云，22°C。",
+     "好的，再用 get_air_quality 查一下成都的空气质量。", "get_air_quality"),
+    ('Use get_stock_price for "NVDA".', [("get_stock_price", {"symbol": "NVDA"})],
+     [{"symbol": "NVDA", "price": 131.2}], "NVDA is at 131.2.",
+     'Now convert 131.2 "USD" to "EUR" with convert_currency.', "convert_currency"),
+    ('请用 track_package 查 "YT2233445566"。', [("track_package", {"tracking_number": "YT2233445566"})],
+     [{"status": "已签收"}], "已签收。", '好的，用 send_message 告诉 "老李" "快递到了"。', "send_message"),
+    ("Use get_current_time.", [("get_current_time", {})], [{"time": "09:12"}], "It is 09:12.",
+     'Then use set_reminder to remind me to "join standup" in 18 minutes.', "set_reminder"),
+    ('请用 search_products 搜 "跑步鞋"。', [("search_products", {"query": "跑步鞋"})],
+     [{"results": [{"sku": "RUN-9", "price": 399}]}], "找到 RUN-9，399 元。",
+     '用 order_items 下单 1 件 "RUN-9"。', "order_items"),
+    ('Use lookup_word for "petrichor".', [("lookup_word", {"word": "petrichor"})],
+     [{"definition": "the smell of earth after rain"}], "Petrichor is the smell of earth after rain.",
+     'Save that with create_note, title "Words", content "petrichor: smell of earth after rain".', "create_note"),
+    ("请用 find_restaurants 找杭州的餐厅。", [("find_restaurants", {"city": "杭州"})],
+     [{"restaurants": ["外婆家", "楼外楼"]}], "推荐外婆家和楼外楼。", '用 book_table 在 "楼外楼" 订 4 人位。', "book_table"),
+    ("Use whoami.", [("whoami", {})], [{"user": "ada@example.com"}], "You are ada@example.com.",
+     "Now run list_devices.", "list_devices"),
+    ('请用 get_news 看 "新能源" 新闻。', [("get_news", {"topic": "新能源"})], [{"headlines": ["电池成本下降 20%"]}],
+     "电池成本下降 20%。", '用 post_status 发一条 "电池成本下降 20% 🔋"。', "post_status"),
+    ('Use create_task "Book flights".', [("create_task", {"title": "Book flights"})], [{"id": 77}],
+     "Task 77 created.", 'Use get_flight_status for "BA117" on 2025-09-01.', "get_flight_status"),
+    ("请用 get_local_time 查 Singapore 的时间。", [("get_local_time", {"location": "Singapore"})],
+     [{"location": "Singapore", "time": "21:40"}], "新加坡现在 21:40。", "再用 get_weather 查一下 Singapore 的天气。",
+     "get_weather"),
+    ('Use rate_movie to give "Arrival" 5 stars.', [("rate_movie", {"title": "Arrival", "stars": 5})],
+     [{"ok": True}], "Rated.", 'Use search_music for "On the Nature of Daylight".', "search_music"),
+]
+
+PARALLEL: list[Scenario] = [
+    ("get_weather", "请在本轮同时调用 get_weather 查询广州和北京的天气，不要猜测结果。"),
+    ("get_weather", "Use get_weather for London, Paris and Berlin in one go."),
+    ("get_weather", "请用 get_weather 同时查上海、杭州、南京的天气。"),
+    ("get_weather", "Call get_weather for Tokyo and Singapore at the same time."),
+    ("get_air_quality", "Use get_air_quality for Beijing and Shanghai, both at once."),
+    ("get_air_quality", "请用 get_air_quality 同时查询成都和重庆的空气质量。"),
+    ("get_air_quality", "get_air_quality for Seoul, Osaka and Sydney please, in parallel."),
+    ("get_air_quality", "请并行调用 get_air_quality：武汉、西安。"),
+    ("get_local_time", "Use get_local_time for New York and San Francisco together."),
+    ("get_local_time", "请用 get_local_time 同时查询東京和香港的当地时间。"),
+    ("get_local_time", "get_local_time for Rome, Madrid and London in one turn."),
+    ("get_local_time", "请一次调用 get_local_time 查台北和深圳的时间。"),
+    ("get_population", "Use get_population for Tokyo and Kyoto, both at once."),
+    ("get_population", "请用 get_population 同时查询天津、苏州和广州的人口。"),
+    ("get_population", "get_population for Paris and Madrid, in parallel."),
+    ("get_population", "请并行调用 get_population：大阪、東京。"),
+    ("find_hotels", "Use find_hotels in Singapore and Hangzhou, one call each, in one turn."),
+    ("find_hotels", "请用 find_hotels 同时在北京和上海找酒店，各住 2 晚。"),
+    ("find_hotels", "find_hotels for Berlin, Rome and Paris at once."),
+    ("find_hotels", "请并行调用 find_hotels：深圳、香港。"),
+    ("get_weather", "get weather for Osaka and Kyoto, both in this turn."),
+    ("get_air_quality", "Use get_air_quality for Guangzhou and Shenzhen at once."),
+    ("get_local_time", "请用 get_local_time 同时查 Sydney 和 Seoul 的时间。"),
+    ("get_population", "Use get_population for Beijing, Shanghai and Shenzhen together."),
+]
+
+# (question, tools offered): nothing in the question needs a tool.
+NO_CALL: list[tuple[str, list[str]]] = [
+    ("What is 17 times 23?", ["get_weather", "convert_currency", "track_package"]),
+    ("北京是哪个国家的首都？", ["get_weather", "get_local_time", "find_hotels"]),
+    ("Write a haiku about autumn leaves.", ["send_email", "create_note", "lookup_word"]),
+    ("用一句话解释什么是光合作用。", ["search_products", "get_news", "set_reminder"]),
+    ("Thanks, that's all for today!", ["set_reminder", "create_task", "send_message"]),
+    ("请把这句话改得更礼貌一些：把文件发我。", ["send_email", "rename_file", "list_files"]),
+    ("What's the difference between a list and a tuple in Python?", ["list_files", "lookup_word", "whoami"]),
+    ("給我三個學習英文的小建議。", ["translate_text", "change_language", "get_news"]),
+    ("Is 97 a prime number?", ["compute_statistics", "calculate_tip", "delete_records"]),
+    ("你好，你是谁？", ["whoami", "get_current_time", "list_devices"]),
+    ("Summarise the plot of Romeo and Juliet in two sentences.", ["rate_movie", "search_music", "get_news"]),
+    ("请给我的咖啡店想三个名字。", ["order_coffee", "book_table", "find_restaurants"]),
+    ("How many days are there in a leap year?", ["get_current_time", "schedule_meetings", "create_calendar_event"]),
+    ("把 3/4 化成小数是多少？", ["convert_units", "convert_currency", "calculate_bmi"]),
+    ("Explain recursion to a ten-year-old.", ["list_files", "refresh_cache", "get_server_status"]),
+    ("日本の首都はどこですか？", ["get_population", "get_local_time", "get_air_quality"]),
+    ("Give me a synonym for 'happy'.", ["translate_text", "post_status", "send_message"]),
+    ("写一句生日祝福，送给我的奶奶。", ["send_message", "create_note", "post_status"]),
+    ("What does HTTP stand for?", ["get_server_status", "refresh_cache", "track_package"]),
+    ("红烧肉一般用什么部位的肉？", ["find_restaurants", "book_table", "order_items"]),
+    ("Which is bigger, 2^10 or 10^3?", ["compute_statistics", "calculate_tip", "convert_units"]),
+    ("帮我想一个周末的放松计划，不用查任何东西。", ["plan_trip", "find_hotels", "get_weather"]),
+    ("Tell me something interesting about octopuses.", ["get_random_joke", "search_music", "lookup_word"]),
+    ("谢谢，刚才的结果我已经收到了。", ["track_package", "lookup_order", "send_notification"]),
+]
