@@ -45,7 +45,8 @@ def test_every_tool_accuracy_request_is_answered(tool_accuracy_run, request) -> 
     run = tool_accuracy_run
     answered = Proportion(run.score.replies - run.score.errors, run.score.replies)
     _report(run, request, "tool_requests_answered", answered)
-    assert not run.score.errors, _below("tool-accuracy requests answered with 2xx", answered, 1.0,
+    errors = run.score.errors
+    assert not errors, _below("tool-accuracy requests answered with 2xx", answered, 1.0,
                                         failure_examples(run.outcomes, kind="error"))
 
 
@@ -58,7 +59,8 @@ def test_tool_call_arguments_fit_their_schemas_at_scale(tool_accuracy_run, reque
     if not run.score.calls:
         pytest.fail(f"no tool call in {run.score.replies} replies, {sum(c.forced for c in run.cases)} cases of which "
                     "force a call (tool_choice required or named): nothing to validate")
-    assert (run.score.schema_valid.rate or 0) >= run.policy.min_schema_valid, _below(
+    rate, minimum = run.score.schema_valid.rate or 0.0, run.policy.min_schema_valid
+    assert rate >= minimum, _below(
         "tool-call arguments that are JSON fitting the tool's schema", run.score.schema_valid,
         run.policy.min_schema_valid, failure_examples(run.outcomes, kind="invalid"))
 
@@ -66,7 +68,8 @@ def test_tool_call_arguments_fit_their_schemas_at_scale(tool_accuracy_run, reque
 def test_finish_reason_is_tool_calls_exactly_when_tools_are_called(tool_accuracy_run, request) -> None:
     run = tool_accuracy_run
     _report(run, request, "tool_finish_reason_consistent", run.score.finish_consistent)
-    assert (run.score.finish_consistent.rate or 0) >= run.policy.min_finish_reason_consistent, _below(
+    rate, minimum = run.score.finish_consistent.rate or 0.0, run.policy.min_finish_reason_consistent
+    assert rate >= minimum, _below(
         "replies whose finish_reason is 'tool_calls' exactly when they call tools", run.score.finish_consistent,
         run.policy.min_finish_reason_consistent, failure_examples(run.outcomes, kind="finish"))
 
@@ -79,7 +82,8 @@ def test_streamed_tool_calls_equal_non_streamed_at_scale(tool_accuracy_run, requ
                  f"{list(by_key[(case.id, True)].signature()) or 'no call'}"[:240]
                  for case in run.cases
                  if by_key[(case.id, False)].signature() != by_key[(case.id, True)].signature()][:3]
-    assert (run.score.stream_agreement.rate or 0) >= run.policy.min_stream_agreement, _below(
+    rate, minimum = run.score.stream_agreement.rate or 0.0, run.policy.min_stream_agreement
+    assert rate >= minimum, _below(
         "cases whose streamed tool calls equal the non-streamed ones", run.score.stream_agreement,
         run.policy.min_stream_agreement, differing)
 
@@ -95,12 +99,12 @@ def test_tool_call_triggers_match_the_baseline(tool_accuracy_run, request) -> No
     _report(run, request, "tool_trigger_vs_baseline", {**trigger.as_dict(), "baseline": run.baseline.label})
     allure.attach(confusion_csv(trigger, "baseline"), name="tool-call trigger: confusion against the baseline",
                   attachment_type=allure.attachment_type.CSV)
-    compared = trigger.total
-    assert compared == run.score.replies, (
+    compared, replies = trigger.total, run.score.replies
+    assert compared == replies, (
         f"the baseline {run.baseline.label} covers {compared} of this run's {run.score.replies} replies")
     # Neither side ever called: F1 is undefined, and agreement (all "no call") is the figure to gate on.
-    judged = trigger.f1 if trigger.f1 is not None else trigger.agreement.rate
-    assert judged >= run.policy.min_trigger_f1, (
+    judged, minimum = (trigger.f1 if trigger.f1 is not None else trigger.agreement.rate), run.policy.min_trigger_f1
+    assert judged >= minimum, (
         f"tool-call trigger F1 against the baseline {run.baseline.label}: {100 * judged:.1f}%, below the required "
         f"{100 * run.policy.min_trigger_f1:.1f}% (called where the baseline did not: {trigger.only_candidate}; "
         f"did not call where it did: {trigger.only_reference}; agreement {trigger.agreement})")
