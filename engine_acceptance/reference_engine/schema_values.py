@@ -194,7 +194,7 @@ class _Filler:
         if plain:
             count = max(count, said.get(self._type(items), 0))
         if self.depth > _DEEPEST:
-            count = low  # a recursive schema ends where it may
+            count = int(schema.get("minItems", 0))  # a recursive schema ends where it may
         if isinstance(high, int):
             count = min(count, high)
         return [self.value(items, name, index) for index in range(count)]
