@@ -25,7 +25,8 @@ from engine_acceptance.tool_accuracy.report import (
     shape_csv,
 )
 
-pytestmark = [pytest.mark.tools, pytest.mark.tool_accuracy, pytest.mark.requires("tools")]
+# Not marked `tools`: `-m tools` selects the one-sample checks of tests/test_tools.py, not 600 requests.
+pytestmark = [pytest.mark.tool_accuracy, pytest.mark.requires("tools")]
 
 
 def _report(run, request, name: str, value: Proportion | dict) -> None:  # noqa: ANN001 (fixture objects)

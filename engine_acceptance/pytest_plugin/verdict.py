@@ -23,7 +23,7 @@ __all__ = ["CAPABILITIES", "COVERS_PROPERTY", "CheckOutcome", "GateCollector"]
 
 # Markers that name a capability, in the order of the test plan.
 CAPABILITIES = (
-    "text", "streaming", "thinking", "tools", "code_exec", "image", "video", "corrupt_media",
+    "text", "streaming", "thinking", "tools", "tool_accuracy", "code_exec", "image", "video", "corrupt_media",
     "structured_outputs", "error_codes", "sampling", "wire", "responses", "cancellation", "throughput", "recall",
     "recall_1m", "auth", "soak",
 )

@@ -200,6 +200,10 @@ DEFECTS: dict[str, str] = {
         "3% of tool calls (every 33rd, counted across the engine's replies) have their arguments cut mid-JSON,"
         " streamed and not (real tool parsers fail like this intermittently)"
     ),
+    "auto-tool-choice-as-required": (
+        "tool_choice 'auto' is applied as 'required': every turn with tools calls one, even where the question"
+        " needs none or the tool results have just arrived"
+    ),
 }
 
 # tool-args-intermittent: every this many-th tool call the engine makes is cut (1/33, about 3%).
@@ -259,6 +263,8 @@ class DefectHooks:
         """The request's tool choice as the engine applies it."""
         if "ignore-tool-choice" in self.active and request is not None and request.tools:
             return dataclasses.replace(request, choice="auto", named=None)
+        if "auto-tool-choice-as-required" in self.active and request is not None and request.choice == "auto":
+            return dataclasses.replace(request, choice="required")
         return request
 
     def chat_request(self, req: ChatRequest) -> ChatRequest:

@@ -1,0 +1,118 @@
+"""End to end: tool-call accuracy at scale against the reference engine.
+
+A clean engine passes the five checks when gated on a baseline it recorded itself;
+a parser that cuts 3% of the calls (``tool-args-intermittent``) is caught at the
+default set size; a deployment that calls a tool on every turn (``auto`` applied as
+``required``) is caught by the trigger check against the clean baseline; a baseline recorded with other
+settings, or one that does not exist, is refused with the reason. And a clean engine
+passes in 20 runs out of 20, each with its own stream chunking and convention, so a
+threshold that a clean deployment's ordinary variation could cross would show here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from suite_runner import REPO, failed, run_suite
+
+from engine_acceptance.reference_engine.launcher import start_reference_engine
+from engine_acceptance.tool_accuracy.dataset import load_cases
+from engine_acceptance.tool_accuracy.policy import ToolAccuracyPolicy
+from engine_acceptance.tool_accuracy.runner import run_cases
+from engine_acceptance.tool_accuracy.scoring import score
+from engine_acceptance.wire.client import EngineTarget
+
+pytestmark = pytest.mark.e2e
+
+CHECKS = "test_tool_accuracy.py::test_"
+ALL = {f"{CHECKS}{name}" for name in (
+    "every_tool_accuracy_request_is_answered", "tool_call_arguments_fit_their_schemas_at_scale",
+    "finish_reason_is_tool_calls_exactly_when_tools_are_called", "streamed_tool_calls_equal_non_streamed_at_scale",
+    "tool_call_triggers_match_the_baseline")}
+SCHEMA = f"{CHECKS}tool_call_arguments_fit_their_schemas_at_scale"
+STREAMED = f"{CHECKS}streamed_tool_calls_equal_non_streamed_at_scale"
+TRIGGER = f"{CHECKS}tool_call_triggers_match_the_baseline"
+
+
+@pytest.fixture(scope="module")
+def clean_baseline(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A baseline recorded from a clean reference engine, by a plain run as a user records one."""
+    where = tmp_path_factory.mktemp("baseline")
+    path = where / "reference.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "pytest", "-c", str(REPO / "pytest.ini"), "--rootdir", str(REPO), str(REPO / "tests"),
+         "-p", "no:cacheprovider", "-q", "-m", "tool_accuracy", f"--record-tool-baseline={path}",
+         f"--gate-json={where / 'gate.json'}"],
+        cwd=where, capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0 and path.is_file(), result.stdout[-3000:] + result.stderr[-2000:]
+    return path
+
+
+def test_clean_engine_passes_gated_on_its_own_baseline(pytester: pytest.Pytester, clean_baseline: Path) -> None:
+    result, outcomes = run_suite(pytester, "-m", "tool_accuracy", f"--tool-baseline={clean_baseline}",
+                                 "--convention=sglang")
+    assert result.ret == 0 and set(outcomes) == ALL and not failed(outcomes), result.stdout.str()[-3000:]
+    gate = json.loads((pytester.path / "gate.json").read_text(encoding="utf-8"))
+    trigger = gate["figures"][f"tests/{TRIGGER}"]["tool_trigger_vs_baseline"]
+    assert trigger["f1"] == 1.0 and trigger["only_candidate_called"] == trigger["only_reference_called"] == 0
+    schema = gate["figures"][f"tests/{SCHEMA}"]["tool_schema_valid"]
+    assert schema["n"] >= 600 and schema["k"] == schema["n"], schema
+
+
+def test_three_percent_of_calls_cut_is_caught_at_the_default_set_size(pytester: pytest.Pytester) -> None:
+    result, outcomes = run_suite(pytester, "-m", "tool_accuracy", "--inject=tool-args-intermittent")
+    assert SCHEMA in failed(outcomes), outcomes
+    output = result.stdout.str()
+    assert "tool-call arguments that are JSON fitting the tool's schema:" in output
+    assert "below the required 99.0%" in output and "arguments are not JSON" in output
+    gate = json.loads((pytester.path / "gate.json").read_text(encoding="utf-8"))
+    schema = gate["figures"][f"tests/{SCHEMA}"]["tool_schema_valid"]
+    # Every 33rd call is cut: the rate the defect promises, measured.
+    assert 0.025 <= 1 - schema["rate"] <= 0.035, schema
+
+
+def test_calls_where_none_is_needed_are_caught_against_the_clean_baseline(pytester: pytest.Pytester,
+                                                                          clean_baseline: Path) -> None:
+    result, outcomes = run_suite(pytester, "-m", "tool_accuracy", f"--tool-baseline={clean_baseline}",
+                                 "--inject=auto-tool-choice-as-required")
+    assert TRIGGER in failed(outcomes), outcomes
+    assert "tool-call trigger F1 against the baseline reference.json" in result.stdout.str()
+    gate = json.loads((pytester.path / "gate.json").read_text(encoding="utf-8"))
+    trigger = gate["figures"][f"tests/{TRIGGER}"]["tool_trigger_vs_baseline"]
+    # The 37 cases that need no call, called anyway, non-streamed and streamed; nothing missed.
+    assert (trigger["only_candidate_called"], trigger["only_reference_called"]) == (74, 0), trigger
+
+
+def test_a_baseline_of_other_settings_or_none_at_all_is_refused(pytester: pytest.Pytester,
+                                                                 clean_baseline: Path) -> None:
+    result, _ = run_suite(pytester, "-m", "tool_accuracy", f"--tool-baseline={pytester.path / 'missing.json'}")
+    assert result.ret == 4 and "--tool-baseline:" in result.stderr.str() + result.stdout.str()
+    other = json.loads(clean_baseline.read_text(encoding="utf-8"))
+    other["settings"]["max_tokens"] = 96
+    (pytester.path / "other.json").write_text(json.dumps(other), encoding="utf-8")
+    result, outcomes = run_suite(pytester, "-m", "tool_accuracy", f"--tool-baseline={pytester.path / 'other.json'}")
+    assert failed(outcomes) == ALL, outcomes
+    assert "was recorded with {'max_tokens': 96, 'temperature': 0.0}, this run sends" in result.stdout.str()
+
+
+@pytest.mark.parametrize("convention", ["vllm", "sglang"])
+def test_a_clean_engine_passes_twenty_runs_out_of_twenty(convention: str) -> None:
+    """Ten runs per convention, stream chunks of 1 to 10 tokens: every threshold holds in every run."""
+    cases = load_cases()
+    policy = ToolAccuracyPolicy()
+    verdicts = []
+    for chunk in range(1, 11):
+        with start_reference_engine(convention=convention, stream_chunk_tokens=chunk) as engine:
+            target = EngineTarget(engine.url, "reference-model")
+            result = score(cases, asyncio.run(run_cases(target, cases, policy.settings)))
+        verdicts.append((chunk, result.errors, result.schema_valid.rate, result.finish_consistent.rate,
+                         result.stream_agreement.rate, result.intended.f1))
+    passing = [v for v in verdicts if v[1] == 0 and v[2] >= policy.min_schema_valid
+               and v[3] >= policy.min_finish_reason_consistent and v[4] >= policy.min_stream_agreement
+               and v[5] >= policy.min_trigger_f1]
+    assert len(passing) == 10, verdicts
