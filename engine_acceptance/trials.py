@@ -138,16 +138,21 @@ class TrialResult:
     def first_failure(self) -> SampleResult | None:
         return next((sample for sample in self.samples if not sample.passed), None)
 
-    def failure_message(self) -> str:
+    def failure_message(self, lead: str | None = None) -> str:
         """The first failing sample's own message, its first line followed by ``[trials: 4/5 passed, rule: all 5]``.
 
         The sample's words come first, unchanged, so an expected-failure record written for
         the single-shot check (a regex searched in the message) still describes it, and the
-        figure sits on the first line, which the gate and pytest's summary show.
+        figure sits on the first line, which the gate and pytest's summary show. ``lead``
+        replaces the sample's words, for a check that words its failure from every sample.
         """
         first = self.first_failure()
-        reason = (first.reason if first is not None and first.reason.strip()
-                  else f"sample {first.number if first else '?'} failed")
+        if lead is not None:
+            reason = lead
+        elif first is not None and first.reason.strip():
+            reason = first.reason
+        else:
+            reason = f"sample {first.number if first else '?'} failed"
         head, newline, rest = reason.partition("\n")
         return f"{head} [trials: {self.count} passed, rule: {self.rule}]{newline}{rest}"
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 import asyncio
 import csv
 import io
+import json
 
 import pytest
 
+from engine_acceptance.resources import suite_path
 from engine_acceptance.trials import (
     DEFAULT_SAMPLES,
+    TRIAL_KINDS,
     TrialRule,
     current_sample,
     run_trials,
@@ -87,6 +90,12 @@ async def test_the_figure_goes_at_the_end_of_the_first_line_and_the_rest_follows
                        "[trials: 0/2 passed, rule: all 2]\nassert False")
 
 
+async def test_a_lead_replaces_the_samples_words_and_keeps_the_figure() -> None:
+    result = await run_trials(_failing_at({1, 2}), TrialRule(3))
+    assert result.failure_message("thinking disabled: 1/3 correct answers") == \
+        "thinking disabled: 1/3 correct answers [trials: 1/3 passed, rule: all 3]"
+
+
 async def test_samples_run_concurrently_and_sequentially_when_asked() -> None:
     in_flight = 0
     most = 0
@@ -145,6 +154,11 @@ async def test_the_table_has_a_row_per_sample_with_the_reason_shortened() -> Non
     assert [row[:2] for row in rows[1:]] == [["1", "yes"], ["2", "no"], ["3", "yes"]]
     assert rows[2][2].endswith("…") and len(rows[2][2]) < 200
     assert all(float(row[3]) >= 0 for row in rows[1:])
+
+
+def test_the_profile_schema_knows_every_kind_of_trial() -> None:
+    schema = json.loads(suite_path("fixtures", "schemas", "model-profile.schema.json").read_text(encoding="utf-8"))
+    assert tuple(schema["properties"]["trials"]["properties"]) == TRIAL_KINDS
 
 
 def test_k_comes_from_the_option_then_the_profile_then_the_default() -> None:

@@ -142,6 +142,9 @@ class ModelProfile:
     expect: frozenset[str] = frozenset()
     # Upper bound of a long answer's max_tokens (slow CPU test models); None: the prompt's own.
     max_tokens_cap: int | None = None
+    # Samples per kind of model-behaviour check (answers, thinking, ...); a kind not given takes
+    # trials.DEFAULT_SAMPLES. --trials overrides them all.
+    trials: dict[str, int] = field(default_factory=dict)
 
     def has(self, capability: str) -> bool:
         return capability in self.capabilities
@@ -264,6 +267,7 @@ def load_model_profile(name_or_path: str) -> ModelProfile:
         throughput_thresholds=tuple((data.get("throughput") or {}).get("thresholds") or ()),
         expect=frozenset(data.get("expect") or ()),
         max_tokens_cap=data.get("max_tokens_cap"),
+        trials=dict(data.get("trials") or {}),
     )
 
 

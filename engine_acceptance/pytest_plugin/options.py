@@ -24,6 +24,7 @@ from engine_acceptance.load.media_load import MediaSettings, select_media_cells
 from engine_acceptance.load.settings import ThroughputSettings, settings_from_options
 from engine_acceptance.load.soak import SoakSettings, soak_settings_from_options
 from engine_acceptance.profiles.capabilities import validate_capability_names
+from engine_acceptance.trials import DEFAULT_SAMPLES
 from engine_acceptance.wire.client import ClientTimeouts
 
 __all__ = ["AcceptanceOptions", "ReferenceOptions", "add_options", "CONVENTIONS",
@@ -86,6 +87,17 @@ def known_defect(raw: str) -> str:
     if raw not in DEFECTS:
         raise argparse.ArgumentTypeError(f"unknown defect {raw!r}; known: {', '.join(sorted(DEFECTS))}")
     return raw
+
+
+def trial_count(raw: str) -> int:
+    """K, the samples of each model-behaviour check: a whole number, at least 1."""
+    try:
+        count = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a whole number of samples") from None
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"{raw!r}: a check needs at least 1 sample")
+    return count
 
 
 def _number(raw: str) -> float:
@@ -181,6 +193,10 @@ def add_options(parser: pytest.Parser) -> None:
     add("--cancellation-timeout", type=positive_seconds, default=60.0, metavar="S",
         help="Seconds the engine may take, after clients disconnect, to count no request running or waiting "
              "and to free their KV cache (pytest -m cancellation; default: 60)")
+    add("--trials", type=trial_count, default=None, metavar="K",
+        help="Samples of every model-behaviour check, sent together and judged by the check's rule; overrides "
+             "the model profile's trials (default: the profile's, else "
+             + ", ".join(f"{kind} {count}" for kind, count in DEFAULT_SAMPLES.items()) + ")")
 
 
 @dataclass(frozen=True)
@@ -225,6 +241,8 @@ class AcceptanceOptions:
     throughput_seed: int | None
     media: MediaSettings
     soak: SoakSettings | None
+    # --trials: K for every model-behaviour check; None: the model profile's trials, else the defaults.
+    trials: int | None = None
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> AcceptanceOptions:
@@ -273,6 +291,7 @@ class AcceptanceOptions:
             media=MediaSettings(tuple(select_media_cells(opt.media_shapes)), opt.media_shapes),
             soak=soak_settings_from_options(minutes=opt.soak_minutes, rate=opt.soak_rate, workers=opt.soak_workers,
                                             image_share=opt.soak_image_share),
+            trials=opt.trials,
         )
 
     def with_api_key(self, api_key: str) -> AcceptanceOptions:
