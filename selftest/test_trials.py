@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from engine_acceptance.profiles.expectations import load_expectations
 from engine_acceptance.resources import suite_path
 from engine_acceptance.trials import (
     DEFAULT_SAMPLES,
@@ -169,3 +170,25 @@ def test_k_comes_from_the_option_then_the_profile_then_the_default() -> None:
     assert samples_for("thinking", override=1, profile={"thinking": 2}) == 1
     with pytest.raises(ValueError, match="unknown kind of trial 'vision'"):
         samples_for("vision")
+
+
+@pytest.mark.parametrize(("check", "lead"), [
+    ("test_text.py::test_arithmetic_answer_is_correct[*]",
+     "expected 703 in the answer, got '计算 19×37，只输出结果。icional'\nassert 703 in []"),
+    ("test_text.py::test_multi_turn_conversation_recalls_the_codename[*]",
+     "turn 2 should repeat the codename 'jade-628' from turn 1, got '请记住本次对话的代号：jade-631。'"),
+    ("test_tools.py::test_model_calls_get_weather_for_both_cities_in_one_turn[*]",
+     "expected parallel calls for 广州, 北京 in one turn, got no tool calls (content: '请在本轮')"),
+    ("test_thinking.py::test_thinking_mode_answers_the_240_question[disabled]",
+     "thinking disabled: 0/5 correct answers to the 240 question (answers: 264, 264, 264, 264, 264; contents: [])"),
+], ids=lambda value: value.split("::")[-1][:40] if "::" in value else "")
+async def test_shipped_records_still_match_a_trials_failure(check: str, lead: str) -> None:
+    async def sample() -> None:
+        raise AssertionError(lead)
+
+    result = await run_trials(sample, TrialRule(5))
+    # As pytest shows it to the records: ExceptionInfo.exconly().
+    message = f"AssertionError: {result.failure_message(lead if '240' in check else None)}"
+    records = [record for record in load_expectations() if record.check == check]
+    assert records, check
+    assert all(record.failure.matches(message) for record in records), (check, message)
