@@ -4,8 +4,8 @@ An engine that ignores the thinking switch one request in five (``ignore-thinkin
 passes a single request four times in five; the thinking checks' default K = 5 samples, sent
 together, always include the faulty one, so they fail, and the failure says 4/5. A clean
 reference engine passes every converted check in 20 runs out of 20: one engine is started
-and 20 suite runs are pointed at it (``-m slow``: 7 min on the 2-core CI machine, 417 s measured,
-about 21 s a run, mostly pytest starting and discovery; the trials themselves take 10-14 s).
+and 20 suite runs are pointed at it (``-m slow``: 417 s measured on a shared 2-core machine,
+about 21 s a run, most of it pytest starting and discovery; the checks take 13-14 s).
 """
 
 from __future__ import annotations
