@@ -3,7 +3,8 @@
 Media comes from ``media/`` (deterministic, sha256-checked) and is sent as base64
 data URIs in ``image_url`` parts. Answers are read tolerantly: Chinese or English
 colour words, numbers with or without units. Each check attaches a thumbnail of
-what it sent next to the model's reply, and runs streamed and not. Where discovery found
+what it sent next to the model's reply, and runs streamed and not, as a trial of kind
+``image`` (K samples sent together, at least READ_SHARE of them right). Where discovery found
 image input broken (answered 200 but not counted in prompt_tokens: dropped), each failure
 message leads with that finding, so a wrong colour is not mistaken for the model's.
 """
@@ -33,6 +34,11 @@ from engine_acceptance.session import AcceptanceSession
 pytestmark = [pytest.mark.asyncio, pytest.mark.image, pytest.mark.requires("image")]
 
 CASES: dict[str, Any] = load_prompts("image")
+# Reading a picture is the model's perception, which a batched vision encoder can tip one way
+# or the other even at temperature 0: at least this share of the K samples must read it right.
+# The engine defects seen (an image dropped, a cache keyed by size, one colour seen black) fail
+# every sample, so the share does not let them through.
+READ_SHARE = 0.6
 
 
 def _case_id(case: dict[str, Any]) -> str:
@@ -55,9 +61,14 @@ def max_tokens(model_profile) -> int:
     return model_profile.output_budget(CASES["max_tokens"])
 
 
-async def _ask(chat, prompt: str, files: list[str], *, stream: bool, why: str, max_tokens: int) -> str:
+def _shown(files: list[str]) -> list[str]:
+    """Attach a thumbnail of each image once, before the samples that send them."""
     for name in files:
         attach_media(name)
+    return files
+
+
+async def _ask(chat, prompt: str, files: list[str], *, stream: bool, why: str, max_tokens: int) -> str:
     body = {
         "messages": user_turn(prompt, [image_part(media.data_uri(name)) for name in files]),
         "temperature": 0,
@@ -69,47 +80,72 @@ async def _ask(chat, prompt: str, files: list[str], *, stream: bool, why: str, m
     return reply.content
 
 
-async def test_chart_values_are_read_and_the_dropping_quarter_is_named(chat, stream, why: str,
-                                                                       max_tokens: int) -> None:
+@pytest.mark.trials("image", at_least=READ_SHARE)
+async def test_chart_values_are_read_and_the_dropping_quarter_is_named(chat, stream, why: str, max_tokens: int,
+                                                                       trials) -> None:
     case = CASES["chart"]
-    answer = await _ask(chat, case["prompt"], [case["file"]], stream=stream, why=why, max_tokens=max_tokens)
-    values = case["values"]
-    assert values_in_order(answer, list(values.values())), (
-        f"{why}expected the values {', '.join(f'{q}={v}' for q, v in values.items())} in this order; "
-        f"the answer has the numbers {numbers_in(answer)}: {short(answer)!r}")
-    assert drop_clause(answer, case["dropped"]), (
-        f"{why}expected {case['dropped']} named as the quarter that dropped from the one before; "
-        f"no sentence names it with a word for a drop: {short(answer)!r}")
+    files = _shown([case["file"]])
+
+    async def sample() -> None:
+        answer = await _ask(chat, case["prompt"], files, stream=stream, why=why, max_tokens=max_tokens)
+        values = case["values"]
+        assert values_in_order(answer, list(values.values())), (
+            f"{why}expected the values {', '.join(f'{q}={v}' for q, v in values.items())} in this order; "
+            f"the answer has the numbers {numbers_in(answer)}: {short(answer)!r}")
+        assert drop_clause(answer, case["dropped"]), (
+            f"{why}expected {case['dropped']} named as the quarter that dropped from the one before; "
+            f"no sentence names it with a word for a drop: {short(answer)!r}")
+
+    await trials(sample)
 
 
+@pytest.mark.trials("image", at_least=READ_SHARE)
 @pytest.mark.parametrize("case", CASES["largest_color"]["cases"], ids=_case_id)
 async def test_color_of_the_largest_area_is_named(chat, stream, why: str, max_tokens: int,
-                                                  case: dict[str, Any]) -> None:
-    answer = await _ask(chat, CASES["largest_color"]["prompt"], [case["file"]], stream=stream, why=why,
-                        max_tokens=max_tokens)
-    named = colors_named(answer)
-    # The border is white and the marks black: naming them too is fine, another hue is not.
-    others = [color for color in named if color not in (case["color"], "white", "black")]
-    assert case["color"] in named and not others, (
-        f"{why}expected the largest area of {case['file']} named {case['color']} ({_words(case['color'])}); "
-        f"the answer names {named or 'no colour'}: {short(answer)!r}")
+                                                  case: dict[str, Any], trials) -> None:
+    files = _shown([case["file"]])
+
+    async def sample() -> None:
+        answer = await _ask(chat, CASES["largest_color"]["prompt"], files, stream=stream, why=why,
+                            max_tokens=max_tokens)
+        named = colors_named(answer)
+        # The border is white and the marks black: naming them too is fine, another hue is not.
+        others = [color for color in named if color not in (case["color"], "white", "black")]
+        assert case["color"] in named and not others, (
+            f"{why}expected the largest area of {case['file']} named {case['color']} ({_words(case['color'])}); "
+            f"the answer names {named or 'no colour'}: {short(answer)!r}")
+
+    await trials(sample)
 
 
+@pytest.mark.trials("image", at_least=READ_SHARE)
 @pytest.mark.parametrize("case", CASES["pure_color"]["cases"], ids=_case_id)
 async def test_pure_color_image_is_named_by_its_color(chat, stream, why: str, max_tokens: int,
-                                                      case: dict[str, Any]) -> None:
-    answer = await _ask(chat, CASES["pure_color"]["prompt"], [case["file"]], stream=stream, why=why,
-                        max_tokens=max_tokens)
-    named = colors_named(answer)
-    assert named[:1] == [case["color"]], (
-        f"{why}{case['file']} is one single colour, {case['color']} ({_words(case['color'])}); "
-        f"the answer names {named or 'no colour'}: {short(answer)!r}")
+                                                      case: dict[str, Any], trials) -> None:
+    files = _shown([case["file"]])
+
+    async def sample() -> None:
+        answer = await _ask(chat, CASES["pure_color"]["prompt"], files, stream=stream, why=why,
+                            max_tokens=max_tokens)
+        named = colors_named(answer)
+        assert named[:1] == [case["color"]], (
+            f"{why}{case['file']} is one single colour, {case['color']} ({_words(case['color'])}); "
+            f"the answer names {named or 'no colour'}: {short(answer)!r}")
+
+    await trials(sample)
 
 
-async def test_two_images_in_one_request_are_read_in_order(chat, stream, why: str, max_tokens: int) -> None:
+@pytest.mark.trials("image", at_least=READ_SHARE)
+async def test_two_images_in_one_request_are_read_in_order(chat, stream, why: str, max_tokens: int,
+                                                           trials) -> None:
     case = CASES["two_images"]
-    answer = await _ask(chat, case["prompt"], case["files"], stream=stream, why=why, max_tokens=max_tokens)
-    hues = [color for color in colors_named(answer) if color not in ("white", "black")]
-    assert hues == case["colors"], (
-        f"{why}expected the images' main colours in order, {' then '.join(case['colors'])}; "
-        f"the answer names {hues or 'no colour'} (white and black ignored): {short(answer)!r}")
+    files = _shown(case["files"])
+
+    async def sample() -> None:
+        answer = await _ask(chat, case["prompt"], files, stream=stream, why=why, max_tokens=max_tokens)
+        hues = [color for color in colors_named(answer) if color not in ("white", "black")]
+        assert hues == case["colors"], (
+            f"{why}expected the images' main colours in order, {' then '.join(case['colors'])}; "
+            f"the answer names {hues or 'no colour'} (white and black ignored): {short(answer)!r}")
+
+    await trials(sample)

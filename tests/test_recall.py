@@ -20,6 +20,11 @@ checks skip with the reason. A model profile that declares more context than the
 engine advertises fails the checks that need it, naming both numbers, unless
 ``--recall-tokens`` asks for a size the engine takes.
 Recall runs alone: ``pytest -m recall`` / ``pytest -m recall_1m``, without -n.
+
+The answer checks are trials of kind ``recall`` (K = 1 by default: each sample is the whole
+long prompt again). With K > 1 the first sample is the request already sent for the case
+(the accounting check reads the same one) and the others send the prompt again, together.
+The accounting checks stay one request: a miscount is a miscount.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from engine_acceptance.assertions import short
 from engine_acceptance.wire.reassembly import Reply
 from engine_acceptance.recall.answers import code_problems, codes_in, json_codes
 from engine_acceptance.recall.cases import FIELD_KEYS, NO_COUNT_REASON, RecallRun, field_case, field_prefix, million_case
+from engine_acceptance.trials import current_sample
 
 # Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
 pytestmark = [pytest.mark.asyncio]
@@ -78,31 +84,49 @@ def _cut_note(reply: Reply) -> str:
     return " (the reply was cut at max_tokens)" if reply.finish_reason == "length" else ""
 
 
+async def _samples_of(recall_runner, first: RecallRun) -> RecallRun:
+    """This sample's run: the first is the one already sent (shared with the accounting check), others resend."""
+    number, _ = current_sample()
+    run = first if number == 1 else await recall_runner.resend(first, number)
+    recall_runner.attach(run)
+    return run
+
+
 @pytest.mark.recall
+@pytest.mark.trials("recall")
 @pytest.mark.parametrize("case", FIELD_KEYS, ids=_key_id)
 async def test_field_extraction_returns_the_asked_key_exactly(recall_runner, recall_prompts, recall_tokens,
-                                                              request, case) -> None:
+                                                              request, case, trials) -> None:
     prefix = field_prefix(recall_prompts, *case)
-    run = await recall_runner.run(field_case(recall_prompts, recall_tokens, prefix))
-    recall_runner.attach(run)
-    reply = _whole_reply(run, request)
-    expected = [needle for needle in run.haystack.needles if needle.code.startswith(prefix + "-")]
-    problems = code_problems(expected, codes_in(reply.content), [n.code for n in run.haystack.needles])
-    assert not problems, f"asked for the key {prefix}-…: {'; '.join(problems)}{_cut_note(reply)}; " \
-                         f"the answer was {short(reply.content)!r}"
+    first = await recall_runner.run(field_case(recall_prompts, recall_tokens, prefix))
+
+    async def sample() -> None:
+        run = await _samples_of(recall_runner, first)
+        reply = _whole_reply(run, request)
+        expected = [needle for needle in run.haystack.needles if needle.code.startswith(prefix + "-")]
+        problems = code_problems(expected, codes_in(reply.content), [n.code for n in run.haystack.needles])
+        assert not problems, f"asked for the key {prefix}-…: {'; '.join(problems)}{_cut_note(reply)}; " \
+                             f"the answer was {short(reply.content)!r}"
+
+    await trials(sample)
 
 
 @pytest.mark.recall
+@pytest.mark.trials("recall")
 async def test_field_extraction_control_without_the_key_answers_not_found(recall_runner, recall_prompts,
-                                                                          recall_tokens, request) -> None:
+                                                                          recall_tokens, request, trials) -> None:
     spec = recall_prompts["field_extraction"]
-    run = await recall_runner.run(field_case(recall_prompts, recall_tokens, spec["control_prefix"]))
-    recall_runner.attach(run)
-    reply = _whole_reply(run, request)
-    says_not_found = spec["not_found"] in reply.content and not codes_in(reply.content)
-    assert says_not_found, \
-        f"the document has no key {spec['control_prefix']}-…, so the answer must be {spec['not_found']}; " \
-        f"it was {short(reply.content)!r}{_cut_note(reply)}"
+    first = await recall_runner.run(field_case(recall_prompts, recall_tokens, spec["control_prefix"]))
+
+    async def sample() -> None:
+        run = await _samples_of(recall_runner, first)
+        reply = _whole_reply(run, request)
+        says_not_found = spec["not_found"] in reply.content and not codes_in(reply.content)
+        assert says_not_found, \
+            f"the document has no key {spec['control_prefix']}-…, so the answer must be {spec['not_found']}; " \
+            f"it was {short(reply.content)!r}{_cut_note(reply)}"
+
+    await trials(sample)
 
 
 @pytest.mark.recall
@@ -118,16 +142,21 @@ async def test_field_extraction_prompt_tokens_match_the_engines_count(recall_run
 
 
 @pytest.mark.recall_1m
+@pytest.mark.trials("recall")
 async def test_million_token_prompt_returns_the_three_codes_exactly_as_json(recall_runner, recall_prompts,
-                                                                            recall_tokens, request) -> None:
-    run = await recall_runner.run(million_case(recall_prompts, recall_tokens))
-    recall_runner.attach(run)
-    reply = _whole_reply(run, request)
-    found, why = json_codes(reply.content)
-    assert found is not None, f"{why}{_cut_note(reply)}: {short(reply.content)!r}"
-    problems = code_problems(run.haystack.needles, found)
-    assert not problems, f"in {_prompt_size(run)}: {'; '.join(problems)}; " \
-                         f"the answer was {short(reply.content)!r}"
+                                                                            recall_tokens, request, trials) -> None:
+    first = await recall_runner.run(million_case(recall_prompts, recall_tokens))
+
+    async def sample() -> None:
+        run = await _samples_of(recall_runner, first)
+        reply = _whole_reply(run, request)
+        found, why = json_codes(reply.content)
+        assert found is not None, f"{why}{_cut_note(reply)}: {short(reply.content)!r}"
+        problems = code_problems(run.haystack.needles, found)
+        assert not problems, f"in {_prompt_size(run)}: {'; '.join(problems)}; " \
+                             f"the answer was {short(reply.content)!r}"
+
+    await trials(sample)
 
 
 @pytest.mark.recall_1m

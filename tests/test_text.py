@@ -1,7 +1,10 @@
 """Text answers (TEST-PLAN §1): content, finish reason, usage, arithmetic, memory.
 
 Each check runs its request non-streamed and streamed: an engine must give the
-same answer both ways.
+same answer both ways. The answers (arithmetic, the codename) are the model's, so they
+are trials: K samples sent together, all of which must be right (temperature 0: an answer
+that changes between identical requests is itself a finding). The protocol checks
+(finish reason, usage, the max_tokens cut) are single requests: one violation fails.
 """
 
 from __future__ import annotations
@@ -44,27 +47,37 @@ async def test_usage_is_present_and_total_is_prompt_plus_completion(chat, prompt
     assert reply.usage.completion_tokens > 0, "usage.completion_tokens is 0 for a non-empty reply"
 
 
-async def test_arithmetic_answer_is_correct(chat, prompts, model_profile, stream) -> None:
+@pytest.mark.trials("answers")
+async def test_arithmetic_answer_is_correct(chat, prompts, model_profile, stream, trials) -> None:
     case = prompts["text"]["arithmetic"]
-    reply = reply_of(await chat({"messages": [{"role": "user", "content": case["prompt"]}],
-                                 "temperature": 0, "max_tokens": model_profile.reply_tokens}, stream=stream))
-    assert int(case["answer"]) in integers_in(reply.content), \
-        f"expected {case['answer']} in the answer, got {short(reply.content)!r}"
+
+    async def sample() -> None:
+        reply = reply_of(await chat({"messages": [{"role": "user", "content": case["prompt"]}],
+                                     "temperature": 0, "max_tokens": model_profile.reply_tokens}, stream=stream))
+        assert int(case["answer"]) in integers_in(reply.content), \
+            f"expected {case['answer']} in the answer, got {short(reply.content)!r}"
+
+    await trials(sample)
 
 
-async def test_multi_turn_conversation_recalls_the_codename(chat, prompts, model_profile, stream) -> None:
+@pytest.mark.trials("answers")
+async def test_multi_turn_conversation_recalls_the_codename(chat, prompts, model_profile, stream, trials) -> None:
     case = prompts["text"]["codename"]
-    first = reply_of(await chat({"messages": [{"role": "user", "content": case["remember"]}],
-                                 "temperature": 0, "max_tokens": model_profile.reply_tokens}, stream=stream, label="turn 1"))
-    messages = [
-        {"role": "user", "content": case["remember"]},
-        {"role": "assistant", "content": first.content},
-        {"role": "user", "content": case["ask"]},
-    ]
-    second = reply_of(await chat({"messages": messages, "temperature": 0, "max_tokens": model_profile.reply_tokens},
-                                 stream=stream, label="turn 2"))
-    assert case["answer"] in second.content, \
-        f"turn 2 should repeat the codename {case['answer']!r} from turn 1, got {short(second.content)!r}"
+
+    async def sample() -> None:
+        first = reply_of(await chat({"messages": [{"role": "user", "content": case["remember"]}], "temperature": 0,
+                                     "max_tokens": model_profile.reply_tokens}, stream=stream, label="turn 1"))
+        messages = [
+            {"role": "user", "content": case["remember"]},
+            {"role": "assistant", "content": first.content},
+            {"role": "user", "content": case["ask"]},
+        ]
+        second = reply_of(await chat({"messages": messages, "temperature": 0,
+                                      "max_tokens": model_profile.reply_tokens}, stream=stream, label="turn 2"))
+        assert case["answer"] in second.content, \
+            f"turn 2 should repeat the codename {case['answer']!r} from turn 1, got {short(second.content)!r}"
+
+    await trials(sample)
 
 
 async def test_max_tokens_cuts_the_reply_with_finish_reason_length(chat, prompts, model_profile, stream) -> None:

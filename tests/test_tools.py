@@ -6,6 +6,12 @@ next to the calls holds neither tool markup nor guessed weather; a streamed turn
 reassembles to the same calls; results fed back as ``role: tool`` messages reach the
 final answer; ``tool_choice`` "none" and a forced named tool are honoured. Engines
 without a tool parser lack the ``tools`` capability in their profile and skip.
+
+The tool-choice checks (both cities called, "none", the forced tool) are trials of kind
+``tools``: K identical requests sent together, every one of which must hold, since a tool
+parser that fails now and then is the defect that one request misses. The checks of what
+a call looks like (JSON arguments, markup, streamed fragments, the round trip) stay one
+request each.
 """
 
 from __future__ import annotations
@@ -51,22 +57,28 @@ def _city_of(call: ToolCall, cities: dict[str, list[str]]) -> str | None:
     return next((city for city, names in cities.items() if any(name in call.arguments for name in names)), None)
 
 
+@pytest.mark.trials("tools")
 async def test_model_calls_get_weather_for_both_cities_in_one_turn(chat, prompts, model_profile, weather_tool,
-                                                                   stream) -> None:
+                                                                   stream, trials) -> None:
     cities = prompts["tools"]["parallel_weather"]["cities"]
-    reply = reply_of(await chat(_parallel_request(prompts, weather_tool, model_profile), stream=stream))
-    calls = reply.tool_calls
-    assert len(calls) >= 2, f"expected parallel calls for {', '.join(cities)} in one turn, got {_describe(calls)} " \
-                            f"(content: {short(reply.content)!r})"
-    names = {call.name for call in calls}
-    assert names == {"get_weather"}, f"calls name tools {sorted(names)}, only get_weather was offered"
-    covered = {_city_of(call, cities) for call in calls}
-    missing = [city for city in cities if city not in covered]
-    assert not missing, f"no get_weather call for {', '.join(missing)}: {_describe(calls)}"
-    ids = [call.id for call in calls]
-    assert all(ids) and len(set(ids)) == len(ids), f"tool-call ids must be present and distinct, got {ids}"
-    assert reply.finish_reason == "tool_calls", \
-        f"finish_reason is {reply.finish_reason!r}, not 'tool_calls', for a turn that calls tools"
+    body = _parallel_request(prompts, weather_tool, model_profile)
+
+    async def sample() -> None:
+        reply = reply_of(await chat(body, stream=stream))
+        calls = reply.tool_calls
+        assert len(calls) >= 2, f"expected parallel calls for {', '.join(cities)} in one turn, got " \
+                                f"{_describe(calls)} (content: {short(reply.content)!r})"
+        names = {call.name for call in calls}
+        assert names == {"get_weather"}, f"calls name tools {sorted(names)}, only get_weather was offered"
+        covered = {_city_of(call, cities) for call in calls}
+        missing = [city for city in cities if city not in covered]
+        assert not missing, f"no get_weather call for {', '.join(missing)}: {_describe(calls)}"
+        ids = [call.id for call in calls]
+        assert all(ids) and len(set(ids)) == len(ids), f"tool-call ids must be present and distinct, got {ids}"
+        assert reply.finish_reason == "tool_calls", \
+            f"finish_reason is {reply.finish_reason!r}, not 'tool_calls', for a turn that calls tools"
+
+    await trials(sample)
 
 
 async def test_tool_call_arguments_are_json_that_fits_the_schema(chat, prompts, model_profile, weather_tool,
@@ -176,22 +188,32 @@ async def test_tool_results_reach_the_final_answer(chat, prompts, model_profile,
     )
 
 
+@pytest.mark.trials("tools")
 async def test_tool_choice_none_answers_in_text_without_calls(chat, prompts, model_profile, weather_tool,
-                                                              stream) -> None:
+                                                              stream, trials) -> None:
     body = _parallel_request(prompts, weather_tool, model_profile, tool_choice="none")
-    reply = reply_of(await chat(body, stream=stream))
-    assert not reply.tool_calls, f"tool_choice 'none', yet the reply calls {_describe(reply.tool_calls)}"
-    assert reply.finish_reason != "tool_calls", "tool_choice 'none', yet finish_reason is 'tool_calls'"
-    assert reply.content.strip(), "tool_choice 'none': the reply has no text either"
+
+    async def sample() -> None:
+        reply = reply_of(await chat(body, stream=stream))
+        assert not reply.tool_calls, f"tool_choice 'none', yet the reply calls {_describe(reply.tool_calls)}"
+        assert reply.finish_reason != "tool_calls", "tool_choice 'none', yet finish_reason is 'tool_calls'"
+        assert reply.content.strip(), "tool_choice 'none': the reply has no text either"
+
+    await trials(sample)
 
 
-async def test_forced_named_tool_is_called(chat, prompts, model_profile, weather_tool, stream) -> None:
+@pytest.mark.trials("tools")
+async def test_forced_named_tool_is_called(chat, prompts, model_profile, weather_tool, stream, trials) -> None:
     case = prompts["tools"]["forced"]
     body = {"messages": [{"role": "user", "content": case["prompt"]}], "tools": [weather_tool],
             "tool_choice": {"type": "function", "function": {"name": case["tool"]}}, "temperature": 0,
             "max_tokens": _budget(prompts, model_profile)}
-    reply = reply_of(await chat(body, stream=stream))
-    assert reply.tool_calls, f"tool_choice forces {case['tool']}, yet no call was made (content: " \
-                             f"{short(reply.content)!r})"
-    names = {call.name for call in reply.tool_calls}
-    assert names == {case["tool"]}, f"tool_choice forces {case['tool']}, the reply calls {sorted(names)}"
+
+    async def sample() -> None:
+        reply = reply_of(await chat(body, stream=stream))
+        assert reply.tool_calls, f"tool_choice forces {case['tool']}, yet no call was made (content: " \
+                                 f"{short(reply.content)!r})"
+        names = {call.name for call in reply.tool_calls}
+        assert names == {case["tool"]}, f"tool_choice forces {case['tool']}, the reply calls {sorted(names)}"
+
+    await trials(sample)

@@ -144,6 +144,9 @@ class ModelProfile:
     max_tokens_cap: int | None = None
     # The tool-accuracy run's settings and thresholds, as written (tool_accuracy.policy reads them).
     tool_accuracy: dict[str, Any] = field(default_factory=dict)
+    # Samples per kind of model-behaviour check (answers, thinking, ...); a kind not given takes
+    # trials.DEFAULT_SAMPLES. --trials overrides them all.
+    trials: dict[str, int] = field(default_factory=dict)
 
     def has(self, capability: str) -> bool:
         return capability in self.capabilities
@@ -267,6 +270,7 @@ def load_model_profile(name_or_path: str) -> ModelProfile:
         expect=frozenset(data.get("expect") or ()),
         max_tokens_cap=data.get("max_tokens_cap"),
         tool_accuracy=dict(data.get("tool_accuracy") or {}),
+        trials=dict(data.get("trials") or {}),
     )
 
 

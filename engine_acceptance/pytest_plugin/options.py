@@ -24,6 +24,7 @@ from engine_acceptance.load.media_load import MediaSettings, select_media_cells
 from engine_acceptance.load.settings import ThroughputSettings, settings_from_options
 from engine_acceptance.load.soak import SoakSettings, soak_settings_from_options
 from engine_acceptance.profiles.capabilities import validate_capability_names
+from engine_acceptance.trials import DEFAULT_SAMPLES
 from engine_acceptance.wire.client import ClientTimeouts
 
 __all__ = ["AcceptanceOptions", "ReferenceOptions", "add_options", "CONVENTIONS",
@@ -86,6 +87,17 @@ def known_defect(raw: str) -> str:
     if raw not in DEFECTS:
         raise argparse.ArgumentTypeError(f"unknown defect {raw!r}; known: {', '.join(sorted(DEFECTS))}")
     return raw
+
+
+def trial_count(raw: str) -> int:
+    """K, the samples of each model-behaviour check: a whole number, at least 1."""
+    try:
+        count = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a whole number of samples") from None
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"{raw!r}: a check needs at least 1 sample")
+    return count
 
 
 def _number(raw: str) -> float:
@@ -186,6 +198,10 @@ def add_options(parser: pytest.Parser) -> None:
              "--record-tool-baseline (default: the trigger check skips, saying so)")
     add("--record-tool-baseline", default=None, metavar="FILE",
         help="Record this deployment's tool-accuracy run as a baseline for others (run it on the trusted one)")
+    add("--trials", type=trial_count, default=None, metavar="K",
+        help="Samples of every model-behaviour check, sent together and judged by the check's rule; overrides "
+             "the model profile's trials (default: the profile's, else "
+             + ", ".join(f"{kind} {count}" for kind, count in DEFAULT_SAMPLES.items()) + ")")
 
 
 @dataclass(frozen=True)
@@ -232,6 +248,8 @@ class AcceptanceOptions:
     soak: SoakSettings | None
     tool_baseline: Path | None = None
     record_tool_baseline: Path | None = None
+    # --trials: K for every model-behaviour check; None: the model profile's trials, else the defaults.
+    trials: int | None = None
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> AcceptanceOptions:
@@ -281,6 +299,7 @@ class AcceptanceOptions:
             soak=soak_settings_from_options(minutes=opt.soak_minutes, rate=opt.soak_rate, workers=opt.soak_workers,
                                             image_share=opt.soak_image_share),
             **_tool_baseline_paths(config),
+            trials=opt.trials,
         )
 
     def with_api_key(self, api_key: str) -> AcceptanceOptions:

@@ -46,10 +46,13 @@ MARKERS = (
     "soak: mixed-traffic soak, off unless --soak-minutes is given (seed 001)",
     "requires(*capabilities): skip unless the deployment serves every capability named",
     "tool_accuracy: tool-call accuracy over the committed set of 300+ requests, streamed and not (issue 17)",
+    "trials(kind, at_least=None): a model-behaviour check sent K times together (K: --trials, the model profile's "
+    "trials, or the kind's default; kinds answers, thinking, tools, image, recall); all K must pass, or at least "
+    "the share at_least",
 )
 # fixtures/*.py: pytest fixture modules, registered as plugins by file, so they are found
 # the same way in a checkout and in an installed wheel.
-FIXTURE_MODULES = ("engine", "recall", "throughput", "tool_accuracy_run")
+FIXTURE_MODULES = ("engine", "recall", "throughput", "tool_accuracy_run", "trials")
 PLUGIN_NAME = "engine_acceptance"
 
 
@@ -90,7 +93,7 @@ def collect_shipped_suite_if_nothing_named(config: pytest.Config) -> None:
 
 
 def register_fixture_modules(config: pytest.Config) -> None:
-    """Load ``fixtures/{engine,recall,throughput}.py`` from the suite and register each as a plugin."""
+    """Load ``fixtures/{engine,recall,throughput,trials}.py`` from the suite and register each as a plugin."""
     folder = suite_path("fixtures")
     for name in FIXTURE_MODULES:
         plugin_name = f"{PLUGIN_NAME}.fixtures.{name}"

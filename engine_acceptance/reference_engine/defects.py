@@ -9,12 +9,15 @@ where each defect takes effect, called by the server at fixed points of a reply.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import itertools
+import json
 import os
 import re
 import secrets
 import sys
-from collections.abc import Iterable, Iterator, Sequence
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -203,8 +206,14 @@ DEFECTS: dict[str, str] = {
     "auto-tool-choice-as-required": (
         "tool_choice 'auto' is applied as 'required': every turn with tools calls one, even where the question"
         " needs none or the tool results have just arrived"
+    # Intermittent faults (issue 17): what one request of a check cannot see, K trials can.
+    "ignore-thinking-off-1-in-5": (
+        "every 5th identical request with thinking turned off still returns reasoning (counted per request body:"
+        " five identical requests sent together always include exactly one faulty reply)"
     ),
 }
+# ignore-thinking-off-1-in-5: every this-many-th identical request is the faulty one.
+THINKING_OFF_FAULT_EVERY = 5
 
 # tool-args-intermittent: every this many-th tool call the engine makes is cut (1/33, about 3%).
 INTERMITTENT_TOOL_CALL_PERIOD = 33
@@ -252,12 +261,27 @@ class DefectHooks:
     # tool-args-intermittent: numbers every tool call the engine returns, 1, 2, ... (next() is atomic
     # under the GIL, so calls prepared in worker threads are counted once each).
     tool_call_counter: Iterator[int] = field(default_factory=lambda: itertools.count(1), compare=False, repr=False)
+    # ignore-thinking-off-1-in-5: requests seen per body hash (large bodies are prepared in threads: a lock).
+    identical_requests: dict[str, int] = field(default_factory=dict, compare=False, repr=False)
+    identical_lock: threading.Lock = field(default_factory=threading.Lock, compare=False, repr=False)
 
-    def thinking(self, mode: ThinkingMode) -> ThinkingMode:
-        """The thinking mode the model runs in, after the request asked for `mode`."""
+    def thinking(self, mode: ThinkingMode, body: Mapping[str, Any] | None = None) -> ThinkingMode:
+        """The thinking mode the model runs in, after the request (`body`) asked for `mode`."""
         if "ignore-thinking-off" in self.active and not mode.enabled:
             return dataclasses.replace(mode, enabled=True)
+        if "ignore-thinking-off-1-in-5" in self.active and not mode.enabled:
+            if self._count_identical(body or {}) % THINKING_OFF_FAULT_EVERY == 0:
+                return dataclasses.replace(mode, enabled=True)
         return mode
+
+    def _count_identical(self, body: Mapping[str, Any]) -> int:
+        """How many requests with this very body (this one included) the engine has seen."""
+        # The whole body, canonical: a streamed and a non-streamed request, or another
+        # question, are counted apart, so a check's K identical samples are their own series.
+        key = hashlib.sha256(json.dumps(body, sort_keys=True, ensure_ascii=False, default=str).encode()).hexdigest()
+        with self.identical_lock:
+            self.identical_requests[key] = self.identical_requests.get(key, 0) + 1
+            return self.identical_requests[key]
 
     def tool_request(self, request: ToolRequest | None) -> ToolRequest | None:
         """The request's tool choice as the engine applies it."""
@@ -300,8 +324,6 @@ class DefectHooks:
         if "single-tool-call" in self.active:
             calls = calls[:1]
         if "bad-tool-json" in self.active:
-            import json
-
             calls = tuple(dataclasses.replace(c, arguments=repr(json.loads(c.arguments))) for c in calls)
         if "tool-args-intermittent" in self.active:
             calls = tuple(_cut_arguments(c) if next(self.tool_call_counter) % INTERMITTENT_TOOL_CALL_PERIOD == 0

@@ -292,7 +292,7 @@ class ReferenceEngine:
         prompt_tokens = self.tokenizer.count(render_messages(req.messages))
         budget = output_budget(prompt_tokens, self.hooks.max_tokens(req.max_tokens, req.raw), self.config.max_model_len)
         thinking = self.hooks.thinking(
-            decide_thinking(req.chat_template_kwargs, req.reasoning_effort, self.convention)
+            decide_thinking(req.chat_template_kwargs, req.reasoning_effort, self.convention), req.raw
         )
         if not self.config.reasoning:
             # A model that never reasons: no switch or effort turns it on.

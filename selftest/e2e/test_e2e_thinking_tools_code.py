@@ -53,7 +53,8 @@ def test_clean_engine_passes_and_the_report_has_the_240_table(pytester: pytest.P
     assert set(outcomes.values()) == {"passed"}, outcomes
     tables = "\n".join(_attachments(pytester, "-attachment.csv"))
     for mode in ("disabled", "adaptive", "enabled"):
-        assert f"{mode},3/3,240 240 240" in tables, tables
+        # K = 5, the default trials of kind thinking.
+        assert f"{mode},5/5,240 240 240 240 240" in tables, tables
     sandbox = "\n".join(_attachments(pytester, "-attachment.json"))
     assert '"landlock"' in sandbox and '"rlimits"' in sandbox, "the sandbox layers are not in the report"
 

@@ -190,3 +190,19 @@ def test_thinking_mode_and_effort_go_where_the_profiles_say() -> None:
     assert sglang["reasoning_effort"] == "high" and "reasoning_effort" not in sglang["chat_template_kwargs"]
     with pytest.raises(KeyError, match="no thinking mode"):
         with_thinking_mode({}, load_model_profile("generic"), "enabled")
+
+
+# --- intermittent thinking fault (issue 17) --------------------------------------------------
+
+def test_every_fifth_identical_request_with_thinking_off_keeps_thinking_on() -> None:
+    hooks = DefectHooks(frozenset({"ignore-thinking-off-1-in-5"}))
+    off = ThinkingMode(enabled=False)
+    body = {"messages": [{"role": "user", "content": WAREHOUSE}], "chat_template_kwargs": {"enable_thinking": False}}
+    faulty = [number for number in range(1, 11) if hooks.thinking(off, body).enabled]
+    assert faulty == [5, 10]
+    # Another body (streamed, say) is its own series: its first four are clean.
+    streamed = {**body, "stream": True}
+    assert not any(hooks.thinking(off, streamed).enabled for _ in range(4))
+    # Thinking on is never touched, and the clean engine never counts.
+    assert hooks.thinking(ThinkingMode(), body).enabled
+    assert not any(DefectHooks().thinking(off, body).enabled for _ in range(10))
