@@ -206,12 +206,14 @@ DEFECTS: dict[str, str] = {
     "auto-tool-choice-as-required": (
         "tool_choice 'auto' is applied as 'required': every turn with tools calls one, even where the question"
         " needs none or the tool results have just arrived"
-    # Intermittent faults (issue 17): what one request of a check cannot see, K trials can.
+    ),
+    # What one request of a check cannot see, K trials can.
     "ignore-thinking-off-1-in-5": (
         "every 5th identical request with thinking turned off still returns reasoning (counted per request body:"
         " five identical requests sent together always include exactly one faulty reply)"
     ),
 }
+
 # ignore-thinking-off-1-in-5: every this-many-th identical request is the faulty one.
 THINKING_OFF_FAULT_EVERY = 5
 

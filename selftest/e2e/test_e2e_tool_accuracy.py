@@ -100,6 +100,8 @@ def test_a_baseline_of_other_settings_or_none_at_all_is_refused(pytester: pytest
     assert "was recorded with {'max_tokens': 96, 'temperature': 0.0}, this run sends" in result.stdout.str()
 
 
+# The slow tier (`pytest selftest -m slow`): 20 runs of 638 requests, about 200 s on this machine.
+@pytest.mark.slow
 @pytest.mark.parametrize("convention", ["vllm", "sglang"])
 def test_a_clean_engine_passes_twenty_runs_out_of_twenty(convention: str) -> None:
     """Ten runs per convention, stream chunks of 1 to 10 tokens: every threshold holds in every run."""
