@@ -94,8 +94,9 @@ def test_tool_call_triggers_match_the_baseline(tool_accuracy_run, request) -> No
     if run.baseline is None:
         _report(run, request, "tool_trigger_vs_intended", run.score.intended.as_dict())
         recorded = f"; this run recorded one in {run.recorded}" if run.recorded else ""
-        pytest.skip("no --tool-baseline given: whether a deployment calls a tool is judged against a trusted "
-                    f"deployment's baseline (record one with --record-tool-baseline){recorded}")
+        pytest.skip("no --tool-baseline given and the model profile names none: whether a deployment calls a tool "
+                    "is judged against a trusted deployment's baseline (record one with --record-tool-baseline)"
+                    f"{recorded}")
     trigger = run.trigger
     _report(run, request, "tool_trigger_vs_baseline", {**trigger.as_dict(), "baseline": run.baseline.label})
     allure.attach(confusion_csv(trigger, "baseline"), name="tool-call trigger: confusion against the baseline",

@@ -69,23 +69,26 @@ def write_baseline(path: Path, *, set_sha256: str, settings: RunSettings, record
     return path
 
 
-def load_baseline(path: Path, *, set_sha256: str, settings: RunSettings) -> Baseline:
-    """The baseline in ``path``, refused unless it was recorded on this set with these settings."""
+def load_baseline(path: Path, *, set_sha256: str, settings: RunSettings, origin: str = "--tool-baseline") -> Baseline:
+    """The baseline in ``path``, refused unless it was recorded on this set with these settings.
+
+    ``origin`` names where the path came from in messages (the option, or the model profile).
+    """
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise BaselineError(f"--tool-baseline {path}: cannot read it ({exc.strerror})") from exc
+        raise BaselineError(f"{origin} {path}: cannot read it ({exc.strerror})") from exc
     except json.JSONDecodeError as exc:
-        raise BaselineError(f"--tool-baseline {path}: not JSON ({exc.msg} at line {exc.lineno})") from exc
+        raise BaselineError(f"{origin} {path}: not JSON ({exc.msg} at line {exc.lineno})") from exc
     if not isinstance(data, dict) or data.get("format") != BASELINE_FORMAT or not isinstance(data.get("triggers"), dict):
-        raise BaselineError(f"--tool-baseline {path}: not a tool-accuracy baseline of format {BASELINE_FORMAT} "
+        raise BaselineError(f"{origin} {path}: not a tool-accuracy baseline of format {BASELINE_FORMAT} "
                             "(record one with --record-tool-baseline)")
     if data.get("set_sha256") != set_sha256:
-        raise BaselineError(f"--tool-baseline {path} was recorded on another tool-accuracy set (sha256 "
+        raise BaselineError(f"{origin} {path} was recorded on another tool-accuracy set (sha256 "
                             f"{str(data.get('set_sha256'))[:12]}…, this suite's is {set_sha256[:12]}…): record it "
                             "again from the trusted deployment")
     if data.get("settings") != settings.as_dict():
-        raise BaselineError(f"--tool-baseline {path} was recorded with {data.get('settings')}, this run sends "
+        raise BaselineError(f"{origin} {path} was recorded with {data.get('settings')}, this run sends "
                             f"{settings.as_dict()} (from the model profile): triggers are only comparable with the "
                             "same settings; record the baseline with the same model profile")
     triggers: dict[tuple[str, bool], bool] = {}

@@ -12,11 +12,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, fields, replace
+from pathlib import Path
 from typing import Any
 
+from engine_acceptance.resources import suite_path
 from engine_acceptance.tool_accuracy.runner import RunSettings
 
-__all__ = ["ToolAccuracyPolicy"]
+__all__ = ["BASELINES_DIR", "ToolAccuracyPolicy"]
+
+# Baselines shipped with the suite, named by model profiles (tool_accuracy.baseline).
+BASELINES_DIR = suite_path("fixtures", "tool_baselines")
 
 
 @dataclass(frozen=True)
@@ -28,12 +33,21 @@ class ToolAccuracyPolicy:
     min_finish_reason_consistent: float = 0.99
     min_stream_agreement: float = 0.95
     min_trigger_f1: float = 0.95
+    # The baseline to gate triggers on unless --tool-baseline names one (see baseline_path).
+    baseline: str | None = None
 
     @classmethod
     def from_profile(cls, values: Mapping[str, Any]) -> "ToolAccuracyPolicy":
         """The defaults with the profile's ``tool_accuracy`` values (already schema-checked) over them."""
         known = {item.name for item in fields(cls)}
         return replace(cls(), **{key: value for key, value in values.items() if key in known})
+
+    def baseline_path(self, given: Path | None) -> Path | None:
+        """``--tool-baseline`` if given, else the profile's: a shipped baseline's name, or a path."""
+        if given is not None or self.baseline is None:
+            return given
+        named = Path(self.baseline)
+        return named if named.parent != Path(".") else BASELINES_DIR / named
 
     @property
     def settings(self) -> RunSettings:
