@@ -24,8 +24,9 @@ def summary_lines(score: ToolScore, trigger: Confusion | None, baseline_label: s
     lines = [f"cases: {score.cases} (each non-streamed and streamed: {score.replies} replies, "
              f"{score.errors} HTTP errors, {score.calls} tool calls)",
              f"schema-valid arguments: {score.schema_valid}",
-             f"finish_reason consistent with the calls: {score.finish_consistent}",
-             f"streamed calls = non-streamed calls: {score.stream_agreement}",
+             f"finish_reason consistent with the calls: {score.finish_consistent} of the answered replies",
+             f"streamed calls = non-streamed calls: {score.stream_agreement} of the cases whose replies both ran "
+             f"to their end ({score.stream_left_out} left out: an HTTP error or a reply cut by max_tokens)",
              f"trigger against the set's intent: {_confusion_text(score.intended)}"]
     if trigger is not None:
         lines.append(f"trigger against the baseline {baseline_label}: {_confusion_text(trigger)}")

@@ -3,10 +3,13 @@
 - schema-valid arguments: calls whose arguments are JSON that fits the named tool's
   schema, out of all calls (a call to a tool that was not offered is invalid);
 - finish_reason consistency: replies whose ``finish_reason`` is "tool_calls" exactly
-  when they call tools ("length" is always true to a cut reply), out of all replies
-  (an HTTP error counts as inconsistent);
+  when they call tools ("length" is always true to a cut reply), out of the answered
+  replies (an HTTP error is the "answered" check's finding, counted there once);
 - streamed = non-streamed: cases whose streamed calls reassemble to the non-streamed
-  calls (names and parsed arguments), out of the cases;
+  calls (names and parsed arguments), out of the cases whose two replies both ran to
+  their end: a reply cut by max_tokens streams the part of a call it had written, while
+  a non-streamed parser sees an unfinished call and keeps it as text, so cut replies
+  differ by construction (their broken arguments are the schema check's finding);
 - trigger precision / recall / F1: "did it call a tool?" per case and mode, against
   the same case and mode of a baseline recorded from a trusted deployment (K2's
   tool-call trigger similarity), and against the set's intended labels for reference.
@@ -83,6 +86,8 @@ class ToolScore:
     schema_valid: Proportion
     finish_consistent: Proportion
     stream_agreement: Proportion
+    # Cases left out of stream_agreement: an error or a reply cut by max_tokens on either side.
+    stream_left_out: int
     intended: Confusion
     by_shape: dict[str, dict[str, Any]]
     triggers: dict[tuple[str, bool], bool]
@@ -92,6 +97,7 @@ class ToolScore:
                 "schema_valid": _proportion(self.schema_valid),
                 "finish_reason_consistent": _proportion(self.finish_consistent),
                 "streamed_equals_non_streamed": _proportion(self.stream_agreement),
+                "streamed_equals_non_streamed_left_out": self.stream_left_out,
                 "trigger_vs_intended": self.intended.as_dict(), "by_shape": self.by_shape}
 
 
@@ -99,23 +105,25 @@ def score(cases: Sequence[ToolCase], outcomes: Iterable[CaseOutcome]) -> ToolSco
     outcomes = list(outcomes)
     by_key = {(o.case_id, o.stream): o for o in outcomes}
     calls = [call for o in outcomes for call in o.calls]
-    agree = sum(1 for case in cases if _agrees(by_key.get((case.id, False)), by_key.get((case.id, True))))
+    answered = [o for o in outcomes if o.error is None]
+    pairs = [(by_key.get((case.id, False)), by_key.get((case.id, True))) for case in cases]
+    finished = [(plain, streamed) for plain, streamed in pairs if _ran_to_the_end(plain) and _ran_to_the_end(streamed)]
+    agree = sum(1 for plain, streamed in finished if plain.signature() == streamed.signature())
     triggers = {key: o.triggered for key, o in by_key.items()}
     intended = confusion(triggers, {(case.id, stream): case.expect == "call"
                                     for case in cases for stream in (False, True)})
     return ToolScore(
         cases=len(cases), replies=len(outcomes), errors=sum(1 for o in outcomes if o.error),
         calls=len(calls), schema_valid=Proportion(sum(1 for call in calls if call.valid), len(calls)),
-        finish_consistent=Proportion(sum(1 for o in outcomes if o.finish_consistent), len(outcomes)),
-        stream_agreement=Proportion(agree, len(cases)), intended=intended,
+        finish_consistent=Proportion(sum(1 for o in answered if o.finish_consistent), len(answered)),
+        stream_agreement=Proportion(agree, len(finished)), stream_left_out=len(cases) - len(finished),
+        intended=intended,
         by_shape=_by_shape(cases, by_key), triggers=triggers,
     )
 
 
-def _agrees(plain: CaseOutcome | None, streamed: CaseOutcome | None) -> bool:
-    if plain is None or streamed is None or plain.error or streamed.error:
-        return False
-    return plain.signature() == streamed.signature()
+def _ran_to_the_end(outcome: CaseOutcome | None) -> bool:
+    return outcome is not None and outcome.error is None and outcome.finish_reason != "length"
 
 
 def _by_shape(cases: Sequence[ToolCase], by_key: Mapping[tuple[str, bool], CaseOutcome]) -> dict[str, dict[str, Any]]:

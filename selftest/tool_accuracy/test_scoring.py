@@ -40,9 +40,11 @@ def test_rates_count_calls_replies_and_cases_separately() -> None:
     result = score(cases, outcomes)
     assert (result.calls, result.errors) == (6, 1)
     assert (result.schema_valid.successes, result.schema_valid.total) == (5, 6)
-    assert (result.finish_consistent.successes, result.finish_consistent.total) == (4, 6)
-    # a agrees; b differs in arguments; c has an error on one side.
-    assert (result.stream_agreement.successes, result.stream_agreement.total) == (1, 3)
+    # Over the answered replies: the HTTP error is the "answered" check's finding, counted there.
+    assert (result.finish_consistent.successes, result.finish_consistent.total) == (4, 5)
+    # a agrees; b differs in arguments; c has an error on one side, so it is left out.
+    assert (result.stream_agreement.successes, result.stream_agreement.total) == (1, 2)
+    assert result.stream_left_out == 1
     assert result.by_shape["flat"]["valid_calls"] == 5 and result.by_shape["flat"]["errors"] == 1
 
 
@@ -50,6 +52,14 @@ def test_a_reply_cut_by_max_tokens_is_consistent_whatever_it_holds() -> None:
     cut = CaseOutcome("a", True, (CallOutcome("get_weather", "{\"city\": \"Par", ("not JSON",)),), "length")
     assert cut.finish_consistent and not cut.calls[0].valid
     assert not CaseOutcome("a", True, (), "tool_calls").finish_consistent
+
+
+def test_replies_cut_by_max_tokens_are_left_out_of_the_stream_comparison() -> None:
+    # Streamed, the cut call's first half arrives as a call; non-streamed, the parser keeps it as text.
+    outcomes = [CaseOutcome("a", False, (), "length", content="<tool_call>{..."),
+                CaseOutcome("a", True, (CallOutcome("get_weather", '{"ci', ("not JSON",)),), "length")]
+    result = score([_case("a")], outcomes)
+    assert (result.stream_agreement.total, result.stream_left_out) == (0, 1)
 
 
 def test_trigger_confusion_against_a_reference() -> None:
