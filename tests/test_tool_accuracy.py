@@ -42,6 +42,12 @@ def _below(what: str, value: Proportion, minimum: float, examples: list[str]) ->
             + (f". For example: {shown}" if shown else ""))
 
 
+def _at_least(what: str, value: Proportion, minimum: float, examples: list[str]) -> None:
+    __tracebackhide__ = True
+    rate = value.rate or 0.0
+    assert rate >= minimum, _below(what, value, minimum, examples)
+
+
 def test_every_tool_accuracy_request_is_answered(tool_accuracy_run, request) -> None:
     run = tool_accuracy_run
     answered = Proportion(run.score.replies - run.score.errors, run.score.replies)
@@ -60,19 +66,15 @@ def test_tool_call_arguments_fit_their_schemas_at_scale(tool_accuracy_run, reque
     if not run.score.calls:
         pytest.fail(f"no tool call in {run.score.replies} replies, {sum(c.forced for c in run.cases)} cases of which "
                     "force a call (tool_choice required or named): nothing to validate")
-    rate, minimum = run.score.schema_valid.rate or 0.0, run.policy.min_schema_valid
-    assert rate >= minimum, _below(
-        "tool-call arguments that are JSON fitting the tool's schema", run.score.schema_valid,
-        run.policy.min_schema_valid, failure_examples(run.outcomes, kind="invalid"))
+    _at_least("tool-call arguments that are JSON fitting the tool's schema", run.score.schema_valid,
+              run.policy.min_schema_valid, failure_examples(run.outcomes, kind="invalid"))
 
 
 def test_finish_reason_is_tool_calls_exactly_when_tools_are_called(tool_accuracy_run, request) -> None:
     run = tool_accuracy_run
     _report(run, request, "tool_finish_reason_consistent", run.score.finish_consistent)
-    rate, minimum = run.score.finish_consistent.rate or 0.0, run.policy.min_finish_reason_consistent
-    assert rate >= minimum, _below(
-        "replies whose finish_reason is 'tool_calls' exactly when they call tools", run.score.finish_consistent,
-        run.policy.min_finish_reason_consistent, failure_examples(run.outcomes, kind="finish"))
+    _at_least("replies whose finish_reason is 'tool_calls' exactly when they call tools", run.score.finish_consistent,
+              run.policy.min_finish_reason_consistent, failure_examples(run.outcomes, kind="finish"))
 
 
 def test_streamed_tool_calls_equal_non_streamed_at_scale(tool_accuracy_run, request) -> None:
@@ -88,11 +90,9 @@ def test_streamed_tool_calls_equal_non_streamed_at_scale(tool_accuracy_run, requ
                  if by_key[(case.id, False)].finish_reason not in (None, "length")
                  and by_key[(case.id, True)].finish_reason not in (None, "length")
                  and by_key[(case.id, False)].signature() != by_key[(case.id, True)].signature()][:3]
-    rate, minimum = run.score.stream_agreement.rate or 0.0, run.policy.min_stream_agreement
-    assert rate >= minimum, _below(
-        f"cases whose streamed tool calls equal the non-streamed ones ({run.score.stream_left_out} cases left out: "
-        "an HTTP error or a reply cut by max_tokens)", run.score.stream_agreement, run.policy.min_stream_agreement,
-        differing)
+    _at_least(f"cases whose streamed tool calls equal the non-streamed ones ({run.score.stream_left_out} cases left "
+              "out: an HTTP error or a reply cut by max_tokens)", run.score.stream_agreement,
+              run.policy.min_stream_agreement, differing)
 
 
 def test_tool_call_triggers_match_the_baseline(tool_accuracy_run, request) -> None:

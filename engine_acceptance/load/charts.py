@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import io
 from collections.abc import Sequence
+from typing import Any
 
 import matplotlib
 
@@ -17,7 +18,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 
 from engine_acceptance.load.generator import CellResult  # noqa: E402
 
-__all__ = ["CHARTED_METRICS", "workload_chart_png"]
+__all__ = ["CHARTED_METRICS", "png_of", "workload_chart_png"]
 
 CHARTED_METRICS = (
     ("output_tok_s", "output tok/s"),
@@ -47,6 +48,15 @@ def workload_chart_png(workload: str, results: Sequence[CellResult]) -> bytes:
             ax.grid(True, alpha=0.3)
         rounds = len(ordered[0].summary.rounds) if ordered else 0
         figure.suptitle(f"{workload} tokens: median of {rounds} rounds, bars min-max across rounds")
+    except BaseException:
+        plt.close(figure)
+        raise
+    return png_of(figure)
+
+
+def png_of(figure: Any) -> bytes:
+    """The figure as PNG bytes; the figure is closed (pyplot keeps every open figure alive)."""
+    try:
         figure.tight_layout()
         buffer = io.BytesIO()
         figure.savefig(buffer, format="png", dpi=100)

@@ -14,6 +14,7 @@ import matplotlib
 matplotlib.use("Agg")  # before pyplot: CI and report builders have no display
 import matplotlib.pyplot as plt  # noqa: E402
 
+from engine_acceptance.load.charts import png_of  # noqa: E402
 from engine_acceptance.tool_accuracy.runner import CaseOutcome  # noqa: E402
 from engine_acceptance.tool_accuracy.scoring import Confusion, ToolScore  # noqa: E402
 
@@ -93,9 +94,7 @@ def shape_chart_png(score: ToolScore, title: str) -> bytes:
         ax.grid(True, axis="y", alpha=0.3)
         ax.legend(loc="lower right", fontsize=8)
         ax.set_title(title, fontsize=10)
-        figure.tight_layout()
-        buffer = io.BytesIO()
-        figure.savefig(buffer, format="png", dpi=100)
-        return buffer.getvalue()
-    finally:
+    except BaseException:
         plt.close(figure)
+        raise
+    return png_of(figure)
