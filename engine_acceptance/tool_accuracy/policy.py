@@ -33,6 +33,8 @@ class ToolAccuracyPolicy:
     min_finish_reason_consistent: float = 0.99
     min_stream_agreement: float = 0.95
     min_trigger_f1: float = 0.95
+    # Fewer cases whose two replies both ran to their end than this cannot judge streamed = non-streamed.
+    min_compared_cases: int = 30
     # The baseline to gate triggers on unless --tool-baseline names one (see baseline_path).
     baseline: str | None = None
 

@@ -118,3 +118,15 @@ def test_a_clean_engine_passes_twenty_runs_out_of_twenty(convention: str) -> Non
                and v[3] >= policy.min_finish_reason_consistent and v[4] >= policy.min_stream_agreement
                and v[5] >= policy.min_trigger_f1]
     assert len(passing) == 10, verdicts
+
+
+def test_too_few_finished_replies_cannot_pass_the_stream_comparison(pytester: pytest.Pytester) -> None:
+    """A model cut by max_tokens everywhere (the CI's pretrained Gemma) leaves nothing to compare: a failure, not a pass."""
+    profile = (REPO / "fixtures" / "profiles" / "models" / "reference.yaml").read_text(encoding="utf-8")
+    profile = profile.replace("name: reference\n", "name: reference-cut\n").split("tool_accuracy:")[0]
+    path = pytester.path / "reference-cut.yaml"
+    path.write_text(profile + "tool_accuracy:\n  max_tokens: 6\n", encoding="utf-8")
+    result, outcomes = run_suite(pytester, "-m", "tool_accuracy", f"--profile={path}")
+    assert STREAMED in failed(outcomes), outcomes
+    assert "cases had both replies run to their end" in result.stdout.str()
+    assert "fewer than the 30 needed to judge streamed = non-streamed" in result.stdout.str()
