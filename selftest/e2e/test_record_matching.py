@@ -143,6 +143,31 @@ SHIPPED = {
         ["AssertionError: tool_choice names get_weather, yet the response has no function_call item (message; "
          "status 'incomplete'; output_text '<tool_call>…')",
          "AssertionError: function_call.arguments: arguments are not JSON (Expecting value): ''"]),
+    # The tool-accuracy set on the CI's vLLM (tests/test_tool_accuracy.py's _below words them).
+    "gemma3-270m-vllm-cpu.yaml#10": (
+        "AssertionError: tool-accuracy requests answered with 2xx: 586/638 = 91.8% (95% Wilson 89.5-93.7%), below "
+        "the required 100.0%. For example: multi-turn-results-001 (non-streamed): HTTP 400: {\"message\": "
+        "\"Conversation roles must alternate user/assistant/user/assistant/...\", \"type\": \"BadRequestError\"}",
+        # One more error of another kind changes the count: not covered.
+        ["AssertionError: tool-accuracy requests answered with 2xx: 585/638 = 91.7% (95% Wilson 89.3-93.6%), below "
+         "the required 100.0%. For example: multi-turn-results-001 (non-streamed): HTTP 400: {\"message\": "
+         "\"Conversation roles must alternate user/assistant/user/assistant/...\"}",
+         "AssertionError: tool-accuracy requests answered with 2xx: 586/638 = 91.8% (95% Wilson 89.5-93.7%), below "
+         "the required 100.0%. For example: flat-001 (streamed): HTTP 500: {}"]),
+    "gemma3-270m-vllm-cpu.yaml#11": (
+        "AssertionError: tool-call arguments that are JSON fitting the tool's schema: 0/65 = 0.0% (95% Wilson "
+        "0.0-5.6%), below the required 99.0%. For example: flat-005 (streamed) convert_currency: arguments are not "
+        "JSON (Unterminated string starting at at position 73): '[\\n    {'",
+        ["AssertionError: tool-call arguments that are JSON fitting the tool's schema: 60/65 = 92.3% (95% Wilson "
+         "83.2-96.7%), below the required 99.0%. For example: flat-005 (streamed) convert_currency: arguments are "
+         "not JSON",
+         "Failed: no tool call in 638 replies, 67 cases of which force a call (tool_choice required or named): "
+         "nothing to validate"]),
+    "gemma3-270m-vllm-cpu.yaml#12": (
+        "Failed: only 2 of 319 cases had both replies run to their end (317: an HTTP error or a reply cut by "
+        "max_tokens 64 on one side), fewer than the 30 needed to judge streamed = non-streamed",
+        ["AssertionError: cases whose streamed tool calls equal the non-streamed ones (17 cases left out: an HTTP "
+         "error or a reply cut by max_tokens): 200/302 = 66.2% (95% Wilson 60.7-71.3%), below the required 95.0%"]),
     "vllm-0.32-contract.yaml#0": (
         "AssertionError: a tool result that answers no tool call: the engine accepted it: HTTP 200, content '{}命题'",
         ["AssertionError: a tool result that answers no tool call: server error on client data: HTTP 500",
