@@ -207,6 +207,10 @@ DEFECTS: dict[str, str] = {
         "tool_choice 'auto' is applied as 'required': every turn with tools calls one, even where the question"
         " needs none or the tool results have just arrived"
     ),
+    "tool-calls-finish-stop": (
+        "a reply that calls tools ends with finish_reason 'stop' instead of 'tool_calls', streamed and not (as"
+        " vLLM answered a named tool_choice)"
+    ),
     # What one request of a check cannot see, K trials can.
     "ignore-thinking-off-1-in-5": (
         "every 5th identical request with thinking turned off still returns reasoning (counted per request body:"
@@ -331,6 +335,8 @@ class DefectHooks:
             calls = tuple(_cut_arguments(c) if next(self.tool_call_counter) % INTERMITTENT_TOOL_CALL_PERIOD == 0
                           else c for c in calls)
         generation = dataclasses.replace(generation, tool_calls=calls)
+        if "tool-calls-finish-stop" in self.active:
+            generation = dataclasses.replace(generation, finish_reason="stop")
         if "tool-markup-in-content" in self.active:
             from .tools import tool_markup  # tools -> protocol -> config -> defects: import late
 

@@ -36,6 +36,7 @@ ALL = {f"{CHECKS}{name}" for name in (
     "tool_call_triggers_match_the_baseline")}
 SCHEMA = f"{CHECKS}tool_call_arguments_fit_their_schemas_at_scale"
 STREAMED = f"{CHECKS}streamed_tool_calls_equal_non_streamed_at_scale"
+FINISH = f"{CHECKS}finish_reason_is_tool_calls_exactly_when_tools_are_called"
 TRIGGER = f"{CHECKS}tool_call_triggers_match_the_baseline"
 
 
@@ -74,6 +75,13 @@ def test_three_percent_of_calls_cut_is_caught_at_the_default_set_size(pytester: 
     schema = gate["figures"][f"tests/{SCHEMA}"]["tool_schema_valid"]
     # Every 33rd call is cut: the rate the defect promises, measured.
     assert 0.025 <= 1 - schema["rate"] <= 0.035, schema
+
+
+def test_calls_that_end_with_finish_reason_stop_are_caught(pytester: pytest.Pytester) -> None:
+    result, outcomes = run_suite(pytester, "-m", "tool_accuracy", "--inject=tool-calls-finish-stop")
+    assert failed(outcomes) == {FINISH}, outcomes
+    assert "replies whose finish_reason is 'tool_calls' exactly when they call tools:" in result.stdout.str()
+    assert "call(s), finish_reason 'stop'" in result.stdout.str()
 
 
 def test_calls_where_none_is_needed_are_caught_against_the_clean_baseline(pytester: pytest.Pytester,
