@@ -18,7 +18,7 @@ from engine_acceptance.load.charts import png_of  # noqa: E402
 from engine_acceptance.tool_accuracy.runner import CaseOutcome  # noqa: E402
 from engine_acceptance.tool_accuracy.scoring import Confusion, ToolScore  # noqa: E402
 
-__all__ = ["confusion_csv", "failure_examples", "shape_chart_png", "shape_csv", "summary_lines"]
+__all__ = ["confusion_csv", "error_kinds", "failure_examples", "shape_chart_png", "shape_csv", "summary_lines"]
 
 
 def summary_lines(score: ToolScore, trigger: Confusion | None, baseline_label: str | None) -> list[str]:
@@ -76,6 +76,25 @@ def failure_examples(outcomes: Sequence[CaseOutcome], *, kind: str, limit: int =
         if len(found) >= limit:
             break
     return found[:limit]
+
+
+def error_kinds(outcomes: Sequence[CaseOutcome], *, text_chars: int = 160, ids_shown: int = 3) -> list[str]:
+    """The failed requests grouped by their error text, most frequent first.
+
+    Five examples show one kind; a rare second kind (one timeout among 52 refusals)
+    would hide behind them, so every kind is listed with its count, modes and cases.
+    """
+    groups: dict[str, list[CaseOutcome]] = {}
+    for outcome in outcomes:
+        if outcome.error is not None:
+            groups.setdefault(outcome.error[:text_chars], []).append(outcome)
+    lines = []
+    for text, members in sorted(groups.items(), key=lambda item: -len(item[1])):
+        modes = " and ".join(sorted({member.mode for member in members}))
+        ids = sorted({member.case_id for member in members})
+        shown = ", ".join(ids[:ids_shown]) + (f", ... ({len(ids)} cases)" if len(ids) > ids_shown else "")
+        lines.append(f"{len(members)} x {text} [{modes}: {shown}]")
+    return lines
 
 
 def shape_chart_png(score: ToolScore, title: str) -> bytes:

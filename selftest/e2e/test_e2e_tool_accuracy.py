@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -34,6 +35,7 @@ ALL = {f"{CHECKS}{name}" for name in (
     "every_tool_accuracy_request_is_answered", "tool_call_arguments_fit_their_schemas_at_scale",
     "finish_reason_is_tool_calls_exactly_when_tools_are_called", "streamed_tool_calls_equal_non_streamed_at_scale",
     "tool_call_triggers_match_the_baseline")}
+ANSWERED = f"{CHECKS}every_tool_accuracy_request_is_answered"
 SCHEMA = f"{CHECKS}tool_call_arguments_fit_their_schemas_at_scale"
 STREAMED = f"{CHECKS}streamed_tool_calls_equal_non_streamed_at_scale"
 FINISH = f"{CHECKS}finish_reason_is_tool_calls_exactly_when_tools_are_called"
@@ -75,6 +77,16 @@ def test_three_percent_of_calls_cut_is_caught_at_the_default_set_size(pytester: 
     schema = gate["figures"][f"tests/{SCHEMA}"]["tool_schema_valid"]
     # Every 33rd call is cut: the rate the defect promises, measured.
     assert 0.025 <= 1 - schema["rate"] <= 0.035, schema
+
+
+def test_refused_requests_fail_the_answered_check_grouped_by_kind(pytester: pytest.Pytester) -> None:
+    # After its first 20 chat requests the engine refuses every second one 503: about half the set.
+    result, outcomes = run_suite(pytester, "-m", "tool_accuracy", "--inject=degrading-503")
+    assert ANSWERED in failed(outcomes), outcomes
+    output = result.stdout.str()
+    assert "tool-accuracy requests answered with 2xx:" in output and "below the required 100.0%" in output
+    # One kind, counted, with its modes and cases: a rarer second kind could not hide behind it.
+    assert re.search(r"Errors by kind \(1\): \d{3} x HTTP 503: .* \[non-streamed and streamed: ", output), output[-3000:]
 
 
 def test_calls_that_end_with_finish_reason_stop_are_caught(pytester: pytest.Pytester) -> None:

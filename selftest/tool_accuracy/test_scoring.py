@@ -10,6 +10,7 @@ import pytest
 from engine_acceptance.tool_accuracy.baseline import BaselineError, load_baseline, write_baseline
 from engine_acceptance.tool_accuracy.dataset import ToolCase, ToolSetError, load_cases
 from engine_acceptance.tool_accuracy.policy import ToolAccuracyPolicy
+from engine_acceptance.tool_accuracy.report import error_kinds
 from engine_acceptance.tool_accuracy.runner import CallOutcome, CaseOutcome, RunSettings
 from engine_acceptance.tool_accuracy.scoring import Confusion, confusion, score
 
@@ -112,3 +113,12 @@ def test_a_malformed_set_names_the_file_and_line(tmp_path: Path) -> None:
     path.write_text(json.dumps({**good, "expected_tools": ["nope"]}) + "\n", encoding="utf-8")
     with pytest.raises(ToolSetError, match="not offered"):
         load_cases(path)
+
+
+def test_error_kinds_list_every_kind_with_its_count_modes_and_cases_most_frequent_first() -> None:
+    refused = "HTTP 400: roles must alternate"
+    outcomes = ([CaseOutcome(f"multi-{i}", stream, error=refused) for i in range(4) for stream in (False, True)]
+                + [CaseOutcome("flat-7", True, error="HTTP 500: {}"), CaseOutcome("flat-8", False)])
+    assert error_kinds(outcomes) == [
+        f"8 x {refused} [non-streamed and streamed: multi-0, multi-1, multi-2, ... (4 cases)]",
+        "1 x HTTP 500: {} [streamed: flat-7]"]
