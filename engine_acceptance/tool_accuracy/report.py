@@ -62,7 +62,7 @@ def shape_csv(score: ToolScore) -> str:
 
 
 def failure_examples(outcomes: Sequence[CaseOutcome], *, kind: str, limit: int = 5) -> list[str]:
-    """A few cases that failed ``kind`` (invalid, finish, error), shortened: enough to see the pattern."""
+    """A few cases that failed ``kind`` (invalid, finish), shortened; errors are grouped by error_kinds."""
     found: list[str] = []
     for outcome in outcomes:
         if kind == "invalid":
@@ -71,8 +71,6 @@ def failure_examples(outcomes: Sequence[CaseOutcome], *, kind: str, limit: int =
         elif kind == "finish" and not outcome.finish_consistent and outcome.error is None:
             found.append(f"{outcome.case_id} ({outcome.mode}): {len(outcome.calls)} call(s), "
                          f"finish_reason {outcome.finish_reason!r}")
-        elif kind == "error" and outcome.error is not None:
-            found.append(f"{outcome.case_id} ({outcome.mode}): {outcome.error[:160]}")
         if len(found) >= limit:
             break
     return found[:limit]
