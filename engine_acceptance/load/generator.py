@@ -66,6 +66,7 @@ __all__ = [
     "measure_cell",
     "replay_events",
     "run_round",
+    "send_request",
 ]
 
 Clock = Callable[[], float]
@@ -260,7 +261,7 @@ def _arrival_source(response: Any) -> _ArrivalStampingHandler | None:
     return protocol if isinstance(protocol, _ArrivalStampingHandler) else None
 
 
-async def _send(session: _Session, url: str, body: bytes, headers: dict[str, str], clock: Clock,
+async def send_request(session: _Session, url: str, body: bytes, headers: dict[str, str], clock: Clock,
                 record: RawRequest) -> None:
     reads = record.reads
     record.start = clock()
@@ -296,7 +297,7 @@ async def run_round(session: _Session, url: str, bodies: Sequence[bytes], header
     async def one(body: bytes, record: RawRequest) -> None:
         nonlocal done
         async with semaphore:
-            await _send(session, url, body, headers, clock, record)
+            await send_request(session, url, body, headers, clock, record)
         done += 1
         if on_done is not None:
             on_done(done)
@@ -354,6 +355,8 @@ class LoadGenerator:
 
     ``path`` is the endpoint under ``/v1``: completions for the fixed-length load,
     ``/chat/completions`` for the media load (``media_load.py``), same stamping.
+    ``concurrency`` 0 leaves the pool unlimited (aiohttp's ``limit=0``): an open-loop
+    cell (``open_loop.py``) must never queue a due request behind the pool.
     """
 
     def __init__(self, target: EngineTarget, concurrency: int, *, clock: Clock = time.monotonic,
@@ -385,6 +388,12 @@ class LoadGenerator:
     async def __aexit__(self, *exc_info: object) -> None:
         if self._session is not None:
             await self._session.close()
+
+    @property
+    def session(self) -> aiohttp.ClientSession:
+        """The open session, for senders other than :meth:`round` (the open-loop cell)."""
+        assert self._session is not None, "use LoadGenerator as an async context manager"
+        return self._session
 
     async def round(self, bodies: Sequence[bytes], on_done: Callable[[int], None] | None = None) -> RawRound:
         assert self._session is not None, "use LoadGenerator as an async context manager"

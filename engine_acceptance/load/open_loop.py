@@ -1,0 +1,234 @@
+"""Open-loop cells: requests sent on a schedule of arrivals, whether or not earlier ones finished.
+
+A closed-loop round (``generator.run_round``) holds a fixed number of requests in
+flight, so a slow engine slows the client down and never sees a queue. An open-loop
+cell sends request ``i`` at its due time (:mod:`engine_acceptance.load.arrivals`),
+as production traffic arrives. The schedule is kept when the engine falls behind:
+each request's due time and actual send time are recorded, a send more than
+:data:`~engine_acceptance.load.arrivals.LATE_S` behind is counted late and reported,
+and nothing is shifted to make the figures look better. The pool of connections has
+no limit, so a due request never waits for a free connection inside the client
+(that wait would be invisible lateness); the requests in flight at each send are
+recorded instead, so a growing queue shows.
+
+Everything else is the closed-loop generator's: bodies encoded before the cell,
+reads stamped on socket arrival, parsing and the metrics after the cell
+(``generator.analyse_round``). TTFT, TPOT and E2E count from the actual send, as
+``vllm bench serve`` counts them; the lateness says how far that was from the due time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import gc
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from engine_acceptance.load.arrivals import LATE_S, arrival_offsets, format_rate, sleep_until
+from engine_acceptance.load.generator import (
+    Cell,
+    LoadGenerator,
+    PromptSource,
+    RawRequest,
+    RawRound,
+    analyse_round,
+    build_bodies,
+    run_round,
+    send_request,
+)
+from engine_acceptance.load.metrics import RequestRecord, RoundSummary, percentile
+from engine_acceptance.wire.client import EngineTarget
+
+__all__ = ["OpenLoopRound", "RateCell", "RateCellResult", "SendTiming", "measure_rate_cell", "run_open_loop"]
+
+Clock = Callable[[], float]
+Wait = Callable[[float], Awaitable[None]]
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class RateCell:
+    """One shape at one arrival rate: ``128/32@4rps`` sends 128-token prompts for 32 tokens, 4 a second."""
+
+    input_tokens: int
+    output_tokens: int
+    rate: float
+    requests: int
+    burstiness: float = 1.0
+    seed: int = 0
+    warmup_requests: int = 4
+
+    @property
+    def workload(self) -> str:
+        return f"{self.input_tokens}/{self.output_tokens}"
+
+    @property
+    def key(self) -> str:
+        return f"{self.workload}@{format_rate(self.rate)}rps"
+
+    def offsets(self) -> tuple[float, ...]:
+        return arrival_offsets(self.requests, self.rate, burstiness=self.burstiness, seed=self.seed)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"key": self.key, "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
+                "request_rate": format_rate(self.rate), "burstiness": format_rate(self.burstiness),
+                "load_seed": self.seed, "requests": self.requests, "warmup_requests": self.warmup_requests}
+
+
+@dataclass(frozen=True)
+class SendTiming:
+    """Due and actual send times of a cell's requests, in seconds from its start."""
+
+    due_s: tuple[float, ...]
+    sent_s: tuple[float, ...]
+    # Requests in flight (sent, not finished) just before each send.
+    in_flight: tuple[int, ...]
+
+    @property
+    def lateness_s(self) -> tuple[float, ...]:
+        return tuple(sent - due for due, sent in zip(self.due_s, self.sent_s))
+
+    @property
+    def late(self) -> int:
+        return sum(1 for lateness in self.lateness_s if lateness > LATE_S)
+
+    def lateness_ms(self, q: float) -> float | None:
+        value = percentile(self.lateness_s, q)
+        return None if value is None else value * 1000.0
+
+    @property
+    def max_in_flight(self) -> int:
+        return max(self.in_flight, default=0)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"late_threshold_ms": LATE_S * 1000.0, "late_sends": self.late,
+                "lateness_p50_ms": self.lateness_ms(50), "lateness_p99_ms": self.lateness_ms(99),
+                "lateness_max_ms": self.lateness_ms(100), "max_in_flight": self.max_in_flight,
+                "due_s": list(self.due_s), "sent_s": list(self.sent_s), "in_flight_at_send": list(self.in_flight)}
+
+
+@dataclass
+class OpenLoopRound:
+    """The hot loop's output: the raw round (its start is the schedule's origin) and the sends."""
+
+    raw: RawRound
+    offsets: tuple[float, ...]
+    in_flight: tuple[int, ...]
+
+    def timing(self) -> SendTiming:
+        origin = self.raw.start
+        return SendTiming(self.offsets, tuple(r.start - origin for r in self.raw.requests), self.in_flight)
+
+
+async def run_open_loop(session: Any, url: str, bodies: Sequence[bytes], headers: dict[str, str],
+                        offsets: Sequence[float], *, clock: Clock = time.monotonic, wait: Wait | None = None,
+                        on_done: Callable[[int], None] | None = None) -> OpenLoopRound:
+    """Send body ``i`` at ``start + offsets[i]``; nothing but waits, I/O and stamps meanwhile.
+
+    ``session`` is an aiohttp session (a fake one in the self-tests).
+    ``wait(deadline)`` returns at a ``clock`` time (:func:`sleep_until` by default;
+    a scripted one in the self-tests). A request whose time has passed goes at once.
+    """
+    if len(bodies) != len(offsets):
+        raise ValueError(f"{len(bodies)} bodies for {len(offsets)} due times")
+    wait_until = wait or functools.partial(sleep_until, clock=clock)
+    records = [RawRequest() for _ in bodies]
+    in_flight_at_send: list[int] = []
+    in_flight = done = 0
+
+    async def one(body: bytes, record: RawRequest) -> None:
+        nonlocal in_flight, done
+        try:
+            await send_request(session, url, body, headers, clock, record)
+        finally:
+            in_flight -= 1
+            done += 1
+            if on_done is not None:
+                on_done(done)
+
+    # As in run_round: no cyclic collection in the middle of the cell.
+    collecting = gc.isenabled()
+    gc.disable()
+    tasks: list[asyncio.Task[None]] = []
+    try:
+        cpu = time.process_time()
+        start = clock()
+        for body, record, offset in zip(bodies, records, offsets):
+            await wait_until(start + offset)
+            in_flight_at_send.append(in_flight)
+            in_flight += 1
+            tasks.append(asyncio.ensure_future(one(body, record)))
+            # One loop pass: the new request stamps its send and starts writing now, not after
+            # the next ones due at the same moment (a burst, or a schedule already behind).
+            await asyncio.sleep(0)
+        await asyncio.gather(*tasks)
+        end = clock()
+        cpu = time.process_time() - cpu
+    finally:
+        for task in tasks:
+            task.cancel()
+        if collecting:
+            gc.enable()
+    return OpenLoopRound(RawRound(start, end, records, cpu), tuple(offsets), tuple(in_flight_at_send))
+
+
+@dataclass
+class RateCellResult:
+    """One open-loop cell: each request's record, the cell's figures and how the schedule was kept."""
+
+    cell: RateCell
+    records: list[RequestRecord]
+    summary: RoundSummary
+    sends: SendTiming
+    warmup: RoundSummary | None
+    stamping: str = "task read"
+    input_exact: bool = True
+
+    @property
+    def duration_s(self) -> float:
+        """From the schedule's origin to the end of the last request (goodput's denominator)."""
+        return self.summary.wall_s
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            **self.cell.as_dict(),
+            "input_tokens_exact": self.input_exact,
+            "client_stamping": self.stamping,
+            "duration_s": self.duration_s,
+            "summary": self.summary.as_dict(),
+            "sends": self.sends.as_dict(),
+            "warmup": self.warmup.as_dict() if self.warmup else None,
+            "requests": [record.as_dict() for record in self.records],
+        }
+
+
+async def measure_rate_cell(target: EngineTarget, cell: RateCell, prompts: PromptSource, *, ignore_eos: bool,
+                            first_index: int = 0, progress: Progress | None = None,
+                            clock: Clock = time.monotonic) -> RateCellResult:
+    """Warm the connections up (not counted), then send the cell's requests on its schedule."""
+    say: Progress = progress or (lambda _line: None)
+    shape = Cell(cell.input_tokens, cell.output_tokens, 1, cell.requests, cell.warmup_requests)
+    warm = build_bodies(shape, prompts, model=target.model, ignore_eos=ignore_eos, count=cell.warmup_requests,
+                        first_index=first_index)
+    bodies = build_bodies(shape, prompts, model=target.model, ignore_eos=ignore_eos, count=cell.requests,
+                          first_index=first_index + cell.warmup_requests)
+    offsets = cell.offsets()
+    warmup: RoundSummary | None = None
+    async with LoadGenerator(target, 0, clock=clock) as generator:
+        if warm:
+            # All at once: opens as many connections as the cell is expected to need at first.
+            raw_warm = await run_round(generator.session, generator.url, warm, generator.headers,
+                                       concurrency=len(warm), clock=clock)
+            _, warmup = analyse_round(raw_warm)
+            say(f"{cell.key} warm-up: {warmup.completed}/{warmup.requests} requests done (not counted)")
+        sent = await run_open_loop(generator.session, generator.url, bodies, generator.headers, offsets, clock=clock)
+    records, summary = analyse_round(sent.raw)
+    timing = sent.timing()
+    errors = ", ".join(f"{k}={v}" for k, v in sorted(summary.errors_by_kind.items())) or "no errors"
+    say(f"{cell.key}: {summary.completed}/{summary.requests} requests done, {errors}, {summary.wall_s:.1f} s; "
+        f"sends late by more than {LATE_S * 1000:g} ms: {timing.late}, lateness P99 "
+        f"{timing.lateness_ms(99) or 0.0:.3f} ms, at most {timing.max_in_flight} in flight")
+    return RateCellResult(cell, records, summary, timing, warmup, generator.stamping, input_exact=prompts.exact)
