@@ -147,6 +147,8 @@ class ModelProfile:
     # Samples per kind of model-behaviour check (answers, thinking, ...); a kind not given takes
     # trials.DEFAULT_SAMPLES. --trials overrides them all.
     trials: dict[str, int] = field(default_factory=dict)
+    # The SLO check's objective and cell, as written (load/slo_settings.py reads it); empty: none.
+    slo: dict[str, Any] = field(default_factory=dict)
 
     def has(self, capability: str) -> bool:
         return capability in self.capabilities
@@ -271,6 +273,7 @@ def load_model_profile(name_or_path: str) -> ModelProfile:
         max_tokens_cap=data.get("max_tokens_cap"),
         tool_accuracy=dict(data.get("tool_accuracy") or {}),
         trials=dict(data.get("trials") or {}),
+        slo=dict(data.get("slo") or {}),
     )
 
 

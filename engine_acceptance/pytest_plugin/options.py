@@ -23,6 +23,7 @@ from engine_acceptance.errors import UsageError
 from engine_acceptance.load.media_load import MediaSettings, select_media_cells
 from engine_acceptance.load.settings import ThroughputSettings, settings_from_options
 from engine_acceptance.load.soak import SoakSettings, soak_settings_from_options
+from engine_acceptance.load.slo_settings import OpenLoopSettings, open_loop_settings_from_options
 from engine_acceptance.profiles.capabilities import validate_capability_names
 from engine_acceptance.trials import DEFAULT_SAMPLES
 from engine_acceptance.wire.client import ClientTimeouts
@@ -202,6 +203,27 @@ def add_options(parser: pytest.Parser) -> None:
         help="Samples of every model-behaviour check, sent together and judged by the check's rule; overrides "
              "the model profile's trials (default: the profile's, else "
              + ", ".join(f"{kind} {count}" for kind, count in DEFAULT_SAMPLES.items()) + ")")
+    add("--request-rate", default=None, metavar="R[,R...]",
+        help="Open-loop arrivals for the SLO check (pytest -m slo): requests per second, one cell per rate, inf "
+             "sends all at once (default: the model profile's slo.request_rate, else 1)")
+    add("--burstiness", default="1", metavar="B",
+        help="Gamma shape of the open-loop gaps as vllm bench serve's: 1 Poisson, below 1 burstier, inf a "
+             "constant gap (default: 1)")
+    add("--load-seed", type=int, default=0, metavar="N",
+        help="Seed of the open-loop arrival schedule, so runs send at the same times (default: 0)")
+    add("--slo", default=None, metavar="ttft=MS,tpot=MS,e2e=MS",
+        help="Service-level objective, any subset of the three limits in milliseconds; with it the SLO check runs "
+             "(default: the model profile's slo, else the check skips)")
+    add("--slo-target", default=None, metavar="F",
+        help="Share of requests that must meet the SLO, e.g. 0.99 (default: the model profile's, else 0.99)")
+    add("--slo-min-goodput", default=None, metavar="RPS",
+        help="Lowest goodput, requests per second meeting the SLO (default: the model profile's, else none)")
+    add("--slo-requests", type=int, default=None, metavar="N",
+        help="Requests per open-loop cell (default: the model profile's slo.requests, else 32)")
+    add("--slo-shape", default="128/32", metavar="IN/OUT",
+        help="Input and output tokens of the open-loop requests (default: 128/32)")
+    add("--slo-search", action="store_true",
+        help="Also search the highest rate whose attainment stays at the target (doubling, then bisecting)")
 
 
 @dataclass(frozen=True)
@@ -250,6 +272,8 @@ class AcceptanceOptions:
     record_tool_baseline: Path | None = None
     # --trials: K for every model-behaviour check; None: the model profile's trials, else the defaults.
     trials: int | None = None
+    # The open-loop load and SLO options (pytest -m slo); merged with the model profile's slo.
+    open_loop: OpenLoopSettings = OpenLoopSettings()
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> AcceptanceOptions:
@@ -300,6 +324,10 @@ class AcceptanceOptions:
                                             image_share=opt.soak_image_share),
             **_tool_baseline_paths(config),
             trials=opt.trials,
+            open_loop=open_loop_settings_from_options(
+                request_rate=opt.request_rate, burstiness=opt.burstiness, load_seed=opt.load_seed, slo=opt.slo,
+                slo_target=opt.slo_target, slo_min_goodput=opt.slo_min_goodput, slo_requests=opt.slo_requests,
+                slo_shape=opt.slo_shape, slo_search=opt.slo_search),
         )
 
     def with_api_key(self, api_key: str) -> AcceptanceOptions:

@@ -30,8 +30,8 @@ __all__ = ["MEASUREMENT_MARKERS", "WORKER_INPUT_KEY", "MeasurementPhase", "Xdist
 # checks read the engine's gauges of running requests and KV cache, which count every client's.
 # The tool-accuracy set is hundreds of requests at its own concurrency: run alone, it neither
 # slows the functional checks nor shares the engine with a timed measurement, and its progress
-# reaches the terminal (the controller runs this phase).
-MEASUREMENT_MARKERS = ("tool_accuracy", "throughput", "recall", "recall_1m", "soak", "cancellation")
+# reaches the terminal (the controller runs this phase). The SLO check's open-loop load is timed.
+MEASUREMENT_MARKERS = ("tool_accuracy", "throughput", "recall", "recall_1m", "soak", "cancellation", "slo")
 
 # Where the controller hands the session to each xdist worker.
 WORKER_INPUT_KEY = "engine_acceptance_session"

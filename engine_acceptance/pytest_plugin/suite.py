@@ -49,6 +49,7 @@ MARKERS = (
     "trials(kind, at_least=None): a model-behaviour check sent K times together (K: --trials, the model profile's "
     "trials, or the kind's default; kinds answers, thinking, tools, image, recall); all K must pass, or at least "
     "the share at_least",
+    "slo: open-loop arrivals against service-level objectives: attainment and goodput (issue 18)",
 )
 # fixtures/*.py: pytest fixture modules, registered as plugins by file, so they are found
 # the same way in a checkout and in an installed wheel.

@@ -25,7 +25,7 @@ __all__ = ["CAPABILITIES", "COVERS_PROPERTY", "CheckOutcome", "GateCollector"]
 CAPABILITIES = (
     "text", "streaming", "thinking", "tools", "tool_accuracy", "code_exec", "image", "video", "corrupt_media",
     "structured_outputs", "error_codes", "sampling", "wire", "responses", "cancellation", "throughput", "recall",
-    "recall_1m", "auth", "soak",
+    "recall_1m", "auth", "soak", "slo",
 )
 # The user property (set at collection) naming the capabilities a check tests; any other
 # user property a check records is a figure for gate.json.

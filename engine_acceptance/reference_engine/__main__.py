@@ -3,6 +3,7 @@
     python -m engine_acceptance.reference_engine --port 0 [--convention sglang]
         [--api-key K] [--inject DEFECT ...] [--model NAME] [--max-model-len N]
         [--ttft-ms MS] [--tpot-ms MS] [--prefill-ms-per-1k MS] [--batch-slowdown F]
+        [--knee-inflight N --tpot-per-inflight-ms MS]
         [--stream-chunk-tokens N] [--text-only] [--no-tool-parser] [--no-tokenize]
         [--no-reasoning] [--no-structured-outputs] [--no-responses]
     python -m engine_acceptance.reference_engine --export-tokenizer tokenizer.json
@@ -67,6 +68,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="Extra time to first token per 1000 prompt tokens, in milliseconds")
     parser.add_argument("--batch-slowdown", type=float, default=LatencyModel.batch_slowdown,
                         help="Fraction added to the per-token time for each other request generating at once")
+    parser.add_argument("--knee-inflight", type=int, default=LatencyModel.knee_inflight,
+                        help="Requests in flight before the per-token time grows (with --tpot-per-inflight-ms)")
+    parser.add_argument("--tpot-per-inflight-ms", type=float, default=LatencyModel.tpot_ms_per_inflight_over_knee,
+                        help="Milliseconds added to every token per request in flight above --knee-inflight")
     parser.add_argument("--stream-chunk-tokens", type=int, default=ReferenceEngineConfig.stream_chunk_tokens,
                         help="Output tokens per streamed event (1 = one event per token, like vLLM)")
     parser.add_argument("--stamp-events", action="store_true",
@@ -144,7 +149,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_model_len=args.max_model_len,
             latency=LatencyModel(ttft_ms=args.ttft_ms, tpot_ms=args.tpot_ms,
                                  prefill_ms_per_1k_tokens=args.prefill_ms_per_1k,
-                                 batch_slowdown=args.batch_slowdown),
+                                 batch_slowdown=args.batch_slowdown, knee_inflight=args.knee_inflight,
+                                 tpot_ms_per_inflight_over_knee=args.tpot_per_inflight_ms),
             stream_chunk_tokens=args.stream_chunk_tokens,
             stamp_events=args.stamp_events,
             text_only=args.text_only,

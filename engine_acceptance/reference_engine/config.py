@@ -35,9 +35,16 @@ class LatencyModel:
     # (0.05: 32 requests decode at 1 + 31 * 0.05 = 2.55 x tpot_ms). Zero by default,
     # so throughput runs have an exact ground truth unless they ask for contention.
     batch_slowdown: float = 0.0
+    # A knee: past `knee_inflight` requests in flight, each one more adds this many ms to every
+    # token (TPOT = tpot_ms + k * max(0, in flight - knee)). Zero by default. With deterministic
+    # arrivals the knee of SLO attainment against rate is then known in closed form: in flight =
+    # rate x (TTFT + (n - 1) x TPOT) (Little's law), so nothing slows below knee / that duration.
+    knee_inflight: int = 0
+    tpot_ms_per_inflight_over_knee: float = 0.0
 
     def __post_init__(self) -> None:
-        for name in ("ttft_ms", "tpot_ms", "prefill_ms_per_1k_tokens", "batch_slowdown"):
+        for name in ("ttft_ms", "tpot_ms", "prefill_ms_per_1k_tokens", "batch_slowdown", "knee_inflight",
+                     "tpot_ms_per_inflight_over_knee"):
             value = getattr(self, name)
             if value < 0:
                 raise ValueError(f"LatencyModel.{name} must be >= 0, got {value}")
@@ -49,7 +56,9 @@ class LatencyModel:
     def tpot_seconds(self, active_requests: int = 1) -> float:
         """Time for one more output token while `active_requests` generate together."""
         others = max(active_requests - 1, 0)
-        return self.tpot_ms * (1.0 + self.batch_slowdown * others) / 1000.0
+        over_knee = max(active_requests - self.knee_inflight, 0)
+        return (self.tpot_ms * (1.0 + self.batch_slowdown * others)
+                + self.tpot_ms_per_inflight_over_knee * over_knee) / 1000.0
 
 
 @dataclass(frozen=True)

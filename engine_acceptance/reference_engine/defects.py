@@ -40,6 +40,9 @@ MEDIA_CRASH_EXIT_CODE = 70
 __all__ = ["CONTRACT_PARAMS", "DEFECTS", "INTERMITTENT_TOOL_CALL_PERIOD", "MEDIA_CRASH_EXIT_CODE", "DefectHooks", "UnknownDefectError",
            "decode_each_byte", "validate_defects"]
 
+# slow-first-token: how late the first token of every reply comes.
+SLOW_FIRST_TOKEN_S = 1.0
+
 DEFECTS: dict[str, str] = {
     "reasoning-leak": (
         "streamed chat only: reasoning is sent inside content wrapped in <think>...</think>"
@@ -215,6 +218,11 @@ DEFECTS: dict[str, str] = {
     "ignore-thinking-off-1-in-5": (
         "every 5th identical request with thinking turned off still returns reasoning (counted per request body:"
         " five identical requests sent together always include exactly one faulty reply)"
+    ),
+    # Service-level objectives (issue 18): figures fine for throughput, too slow for an SLO.
+    "slow-first-token": (
+        f"chat and completions: the first token of every reply comes {SLOW_FIRST_TOKEN_S:g} s late, at any load"
+        " (a prefill that waits for a batch that never fills); later tokens keep their pace"
     ),
 }
 
@@ -588,6 +596,12 @@ class DefectHooks:
     def stream_content_type(self, proper: str) -> str:
         """The Content-Type of a streamed chat reply, whose `proper` one is text/event-stream."""
         return "application/json" if "stream-content-type-json" in self.active else proper
+
+    # --- latency ------------------------------------------------------------------------
+
+    def first_token_delay_s(self) -> float:
+        """Seconds added before the first token of a chat or completions reply (all later ones shift too)."""
+        return SLOW_FIRST_TOKEN_S if "slow-first-token" in self.active else 0.0
 
     # --- cancellation -------------------------------------------------------------------
 

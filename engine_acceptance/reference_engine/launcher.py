@@ -121,7 +121,8 @@ def start_reference_engine(
     if latency is not None:
         command += ["--ttft-ms", str(latency.ttft_ms), "--tpot-ms", str(latency.tpot_ms),
                     "--prefill-ms-per-1k", str(latency.prefill_ms_per_1k_tokens),
-                    "--batch-slowdown", str(latency.batch_slowdown)]
+                    "--batch-slowdown", str(latency.batch_slowdown), "--knee-inflight", str(latency.knee_inflight),
+                    "--tpot-per-inflight-ms", str(latency.tpot_ms_per_inflight_over_knee)]
     if stream_chunk_tokens is not None:
         command += ["--stream-chunk-tokens", str(stream_chunk_tokens)]
     if stamp_events:

@@ -365,7 +365,10 @@ class ReferenceEngine:
 
     def _pacer(self, request: web.Request, prompt_tokens: int) -> Pacer:
         admission = request.get(ADMISSION)
-        return Pacer(self.config.latency, prompt_tokens, self.load, request.get(ARRIVED_AT),
+        arrived = request.get(ARRIVED_AT)
+        # slow-first-token: the latency model counts from a later start, so every token is that much later.
+        start = (time.monotonic() if arrived is None else arrived) + self.hooks.first_token_delay_s()
+        return Pacer(self.config.latency, prompt_tokens, self.load, start,
                      hold=admission.hold if admission is not None else None)
 
     @staticmethod

@@ -1,0 +1,112 @@
+"""SLO results as a table (terminal, Allure HTML, CSV) and a chart of latency against rate.
+
+One row per open-loop cell: requests sent and meeting the SLO, attainment with its
+95% Wilson interval, goodput, the P50/P90/P99 of TTFT, TPOT and E2E (the percentile
+is in every column's name), late sends and the most requests in flight. The chart
+draws each metric's percentiles against the arrival rate, with the SLO's limit as a
+line, so where latency leaves the objective is visible at a glance.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")  # before pyplot: CI and report builders have no display
+import matplotlib.pyplot as plt  # noqa: E402
+
+from engine_acceptance.load.arrivals import LATE_S, format_rate  # noqa: E402
+from engine_acceptance.load.charts import png_of  # noqa: E402
+from engine_acceptance.load.metrics import PERCENTILE_METHOD  # noqa: E402
+from engine_acceptance.load.report import fixed_width_lines, html_table  # noqa: E402
+from engine_acceptance.load.slo import SLO_METRICS, SLO_PERCENTILES, SloOutcome, SloSpec  # noqa: E402
+
+__all__ = ["slo_chart_png", "slo_csv", "slo_table_html", "slo_table_lines"]
+
+_LATENCY_COLUMNS = tuple((f"p{p}_{metric}_ms", f"P{p} {metric.upper()} ms")
+                         for metric in SLO_METRICS for p in SLO_PERCENTILES)
+
+
+def _header() -> list[str]:
+    return ["cell", "rate req/s", "sent", "meeting", "attainment", "95% Wilson", "goodput req/s", "duration s",
+            *(label for _, label in _LATENCY_COLUMNS), f"late sends (>{LATE_S * 1000:g} ms)", "max in flight"]
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def _rows(outcomes: Sequence[SloOutcome]) -> list[list[str]]:
+    rows = []
+    for outcome in outcomes:
+        share = outcome.attainment
+        rows.append([outcome.key, format_rate(outcome.rate), str(share.total), str(share.successes),
+                     "-" if share.rate is None else f"{100 * share.rate:.1f}%",
+                     f"{100 * share.lower:.1f}-{100 * share.upper:.1f}%", f"{outcome.goodput_rps:.3g}",
+                     f"{outcome.duration_s:.1f}",
+                     *(_number(outcome.percentiles_ms.get(name)) for name, _ in _LATENCY_COLUMNS),
+                     str(outcome.late_sends), str(outcome.max_in_flight)])
+    return rows
+
+
+def slo_table_lines(outcomes: Sequence[SloOutcome]) -> list[str]:
+    return fixed_width_lines(_header(), _rows(outcomes))
+
+
+def slo_table_html(title: str, spec: SloSpec, outcomes: Sequence[SloOutcome]) -> str:
+    note = (f"SLO: {spec.describe()}. Attainment: requests meeting every limit / requests sent (failed ones never "
+            f"meet it), with its 95% Wilson interval; goodput: requests meeting it / the cell's duration. "
+            f"Percentiles over the successful requests by {PERCENTILE_METHOD}. A send more than "
+            f"{LATE_S * 1000:g} ms behind its due time is late: counted, never shifted.")
+    return html_table(title, note, _header(), _rows(outcomes))
+
+
+def slo_csv(outcomes: Sequence[SloOutcome]) -> str:
+    """The table as CSV, numbers unformatted (for spreadsheets and the comparison of runs)."""
+    buffer = io.StringIO()
+    columns = ["key", "request_rate", "sent", "meeting", "attainment", "attainment_wilson_low",
+               "attainment_wilson_high", "goodput_rps", "duration_s", *(name for name, _ in _LATENCY_COLUMNS),
+               "late_sends", "max_in_flight"]
+    writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
+    writer.writeheader()
+    for outcome in outcomes:
+        row = outcome.as_dict()
+        row["request_rate"] = format_rate(outcome.rate)
+        writer.writerow(row)
+    return buffer.getvalue()
+
+
+def slo_chart_png(title: str, spec: SloSpec, outcomes: Sequence[SloOutcome]) -> bytes:
+    """One panel per metric: its P50/P90/P99 against the arrival rate, the SLO's limit dashed."""
+    ordered = sorted(outcomes, key=lambda outcome: outcome.rate)
+    # inf (all at once) is drawn one doubling to the right of the highest finite rate.
+    finite = [o.rate for o in ordered if not math.isinf(o.rate)]
+    at_inf = 2 * max(finite) if finite else 1.0
+    xs = [at_inf if math.isinf(o.rate) else o.rate for o in ordered]
+    figure, axes = plt.subplots(1, len(SLO_METRICS), figsize=(4.2 * len(SLO_METRICS), 3.4))
+    try:
+        for ax, metric in zip(axes, SLO_METRICS):
+            for p in SLO_PERCENTILES:
+                points = [(x, o.percentiles_ms.get(f"p{p}_{metric}_ms")) for x, o in zip(xs, ordered)]
+                drawn = [(x, y) for x, y in points if y is not None]
+                if drawn:
+                    ax.plot([x for x, _ in drawn], [y for _, y in drawn], "o-", label=f"P{p}")
+            if metric in spec.limits_ms:
+                ax.axhline(spec.limits_ms[metric], color="red", linestyle="--", label="SLO")
+            if len(set(xs)) > 1:
+                ax.set_xscale("log", base=2)
+            ax.set_xticks(xs, [format_rate(o.rate) for o in ordered])
+            ax.set_xlabel("arrival rate (req/s)")
+            ax.set_title(f"{metric.upper()} (ms)")
+            ax.set_ylim(bottom=0)
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize="small")
+        figure.suptitle(f"{title}: latency percentiles against the open-loop rate")
+    except BaseException:
+        plt.close(figure)
+        raise
+    return png_of(figure)

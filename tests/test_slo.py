@@ -1,0 +1,141 @@
+"""Open-loop load against service-level objectives: attainment and goodput (issue 18).
+
+Runs only when an SLO is given, by ``--slo ttft=MS,tpot=MS,e2e=MS`` or by the model
+profile's ``slo`` section; otherwise it is skipped, saying so. Requests arrive on an
+open-loop schedule (``--request-rate``, ``--burstiness``, ``--load-seed``; one cell
+per rate), whether or not earlier ones finished. Per cell: the share of requests
+meeting every limit (attainment, with its 95% Wilson interval), goodput (requests
+meeting it per second) and the P50/P90/P99 of TTFT, TPOT and E2E. The check fails,
+with the figures, when a cell's attainment is below the target or its goodput below
+the minimum. Sends that fell behind the schedule are counted and reported.
+
+``--slo-search`` adds the search for the highest rate whose attainment stays at the
+target (:mod:`engine_acceptance.load.slo_search`), reported as a figure. Like the
+throughput smoke this is a measurement: it runs alone on the engine.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import allure
+import pytest
+
+from engine_acceptance.load.arrivals import LATE_S, format_rate
+from engine_acceptance.load.open_loop import RateCell, RateCellResult, measure_rate_cell
+from engine_acceptance.load.slo import SloOutcome, SloSpec, evaluate_slo
+from engine_acceptance.load.slo_report import slo_chart_png, slo_csv, slo_table_html, slo_table_lines
+from engine_acceptance.load.slo_search import SearchPolicy, Step, search_highest_rate
+from engine_acceptance.load.slo_settings import OpenLoopSettings
+from engine_acceptance.progress import Write, terminal_writer
+from engine_acceptance.pytest_plugin.allure_report import attach_json
+from engine_acceptance.pytest_plugin.keys import options_key
+
+# Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
+pytestmark = [pytest.mark.asyncio, pytest.mark.slo]
+
+
+@pytest.fixture
+def slo_write(pytestconfig: pytest.Config) -> Write:
+    """A line on the terminal while the cells run (output capture is bypassed)."""
+    return terminal_writer(pytestconfig, "slo ")
+
+
+@pytest.fixture
+def open_loop_settings(pytestconfig: pytest.Config) -> OpenLoopSettings:
+    options = pytestconfig.stash.get(options_key, None)
+    return options.open_loop if options is not None else OpenLoopSettings()
+
+
+@pytest.fixture
+def slo_spec(open_loop_settings: OpenLoopSettings, model_profile: Any) -> SloSpec:
+    spec = open_loop_settings.spec(model_profile.slo, f"model profile {model_profile.name!r} "
+                                                      f"({model_profile.source})")
+    if spec is None:
+        pytest.skip(f"no SLO given: pass --slo ttft=MS,tpot=MS,e2e=MS (any subset) or give the model profile an "
+                    f"slo section (model profile {model_profile.name!r} has none)")
+    return spec
+
+
+class CellRunner:
+    """Measures open-loop cells one after another, each with prompts of its own."""
+
+    def __init__(self, acceptance: Any, prompts: Any, ignore_eos: bool, spec: SloSpec, write: Write) -> None:
+        self.acceptance, self.prompts, self.ignore_eos, self.spec, self.write = (
+            acceptance, prompts, ignore_eos, spec, write)
+        self.index = 0
+        self.results: list[RateCellResult] = []
+        self.outcomes: list[SloOutcome] = []
+
+    async def measure(self, cell: RateCell) -> SloOutcome:
+        self.write(f"{cell.key}: {cell.requests} requests at {format_rate(cell.rate)} req/s, burstiness "
+                   f"{format_rate(cell.burstiness)}, load seed {cell.seed}; {cell.warmup_requests} warm-up")
+        result = await measure_rate_cell(self.acceptance.target, cell, self.prompts, ignore_eos=self.ignore_eos,
+                                         first_index=self.index, progress=self.write)
+        self.index += cell.warmup_requests + cell.requests
+        outcome = evaluate_slo(cell.key, cell.rate, result.records, result.duration_s, self.spec.limits_ms,
+                               late_sends=result.sends.late, max_in_flight=result.sends.max_in_flight)
+        self.results.append(result)
+        self.outcomes.append(outcome)
+        return outcome
+
+
+def _report(title: str, spec: SloSpec, runner: CellRunner, request: pytest.FixtureRequest, write: Write,
+            redactor: Any, figures: dict[str, Any]) -> None:
+    allure.attach(slo_table_html(title, spec, runner.outcomes), name=f"{title}: table",
+                  attachment_type=allure.attachment_type.HTML)
+    allure.attach(slo_csv(runner.outcomes), name=f"{title}: table (CSV)", attachment_type=allure.attachment_type.CSV)
+    allure.attach(slo_chart_png(title, spec, runner.outcomes), name=f"{title}: latency against rate",
+                  attachment_type=allure.attachment_type.PNG)
+    attach_json(f"{title}: every request", [r.as_dict() for r in runner.results], redactor)
+    for line in slo_table_lines(runner.outcomes):
+        write(line)
+    # For gate.json and the comparison driver: each cell's figures, the SLO and its source.
+    request.node.user_properties.append(("slo", json.dumps(
+        {"spec": spec.as_dict(), **figures, "cells": {o.key: o.as_dict() for o in runner.outcomes}})))
+
+
+async def test_open_loop_load_meets_the_slo_attainment_and_goodput(
+        acceptance, engine_profile, model_profile, open_loop_settings: OpenLoopSettings, slo_spec: SloSpec,
+        load_prompts, slo_write: Write, request: pytest.FixtureRequest) -> None:
+    cells = open_loop_settings.cells(model_profile.slo)
+    prompts = await load_prompts(max(cell.input_tokens for cell in cells))
+    slo_write(f"SLO: {slo_spec.describe()}; prompts from {prompts.source}")
+    runner = CellRunner(acceptance, prompts, engine_profile.supports_ignore_eos, slo_spec, slo_write)
+    for cell in cells:
+        await runner.measure(cell)
+    _report("SLO open-loop", slo_spec, runner, request, slo_write, acceptance.redactor, {})
+    # Reported, not failed: a late send is the client's (or the machine's) miss, and its request still counts.
+    late = [f"{r.cell.key}: {r.sends.late}/{len(r.records)} sends more than {LATE_S * 1000:g} ms behind the "
+            f"schedule (lateness P99 {r.sends.lateness_ms(99) or 0.0:.3f} ms, max "
+            f"{r.sends.lateness_ms(100) or 0.0:.3f} ms)" for r in runner.results if r.sends.late]
+    for note in late:
+        slo_write(f"note: {note}")
+    problems = [problem for outcome in runner.outcomes for problem in outcome.problems(slo_spec)]
+    assert not problems, "\n".join(problems + late)
+
+
+async def test_slo_search_reports_the_highest_rate_meeting_the_target(
+        acceptance, engine_profile, model_profile, open_loop_settings: OpenLoopSettings, slo_spec: SloSpec,
+        load_prompts, slo_write: Write, request: pytest.FixtureRequest) -> None:
+    if not open_loop_settings.search:
+        pytest.skip("the SLO search is off: pass --slo-search to look for the highest rate meeting the target")
+    first = open_loop_settings.cells(model_profile.slo)[0]
+    prompts = await load_prompts(first.input_tokens)
+    runner = CellRunner(acceptance, prompts, engine_profile.supports_ignore_eos, slo_spec, slo_write)
+
+    async def run(rate: float) -> Step:
+        cell = RateCell(first.input_tokens, first.output_tokens, rate, first.requests, first.burstiness,
+                        first.seed, first.warmup_requests)
+        outcome = await runner.measure(cell)
+        return Step(rate, outcome.attainment.rate, outcome.attainment.total, outcome.late_sends,
+                    outcome.max_in_flight)
+
+    result = await search_highest_rate(run, SearchPolicy(start=first.rate, target=slo_spec.target))
+    slo_write(f"search: {result.stopped}; highest rate meeting the target: "
+              f"{'none' if result.best is None else format_rate(result.best)} req/s")
+    _report("SLO search", slo_spec, runner, request, slo_write, acceptance.redactor, {"search": result.as_dict()})
+    assert result.best is not None, (f"no arrival rate met the SLO target ({slo_spec.describe()}): {result.stopped}; "
+                                     f"attainment per rate: " + ", ".join(
+                                         f"{format_rate(o.rate)} req/s {o.attainment}" for o in runner.outcomes))
