@@ -84,3 +84,12 @@ def test_batch_slowdown_prices_each_step_at_the_batch_size_seen_when_it_runs(scr
 
     # Steps of 10 ms alone, 20 ms beside two others (1 + 2 * 0.5), 10 ms alone again.
     assert asyncio.run(emit()) == [0.0, 10.0, 30.0, 50.0, 60.0]
+
+
+def test_past_the_knee_each_request_in_flight_adds_its_time_to_every_token() -> None:
+    model = LatencyModel(tpot_ms=10, knee_inflight=4, tpot_ms_per_inflight_over_knee=5)
+    assert [model.tpot_seconds(n) for n in (1, 4)] == pytest.approx([0.010, 0.010]), "nothing below the knee"
+    assert model.tpot_seconds(5) == pytest.approx(0.015)
+    assert model.tpot_seconds(9) == pytest.approx(0.035)
+    with pytest.raises(ValueError, match="knee_inflight"):
+        LatencyModel(knee_inflight=-1)
