@@ -1,0 +1,66 @@
+"""End to end: the SLO check run by pytest against reference engines (issue 18).
+
+It passes on a clean engine of either convention and reports its table (terminal,
+HTML, CSV), chart and figures; ``slow-first-token`` (every first token 1 s late)
+fails it with the attainment and the missed limit; without an SLO it is skipped,
+saying so; an SLO in the model profile gates it like one on the command line; and a
+bad value stops the run naming the option. Pass/fail rests on the defect's full
+second against a 500 ms limit, never on this machine's timing.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from suite_runner import REPO, failed, run_suite
+
+pytestmark = pytest.mark.e2e
+
+CHECK = "test_slo.py::test_open_loop_load_meets_the_slo_attainment_and_goodput"
+SEARCH = "test_slo.py::test_slo_search_reports_the_highest_rate_meeting_the_target"
+PROFILE = REPO / "fixtures" / "profiles" / "models" / "reference.yaml"
+SMALL = ("-m", "slo", "--request-rate", "4,16", "--slo-requests", "12")
+
+
+@pytest.mark.parametrize("convention", ["vllm", "sglang"])
+def test_a_clean_engine_meets_the_slo_and_the_report_carries_every_cell(pytester: pytest.Pytester,
+                                                                        convention: str) -> None:
+    result, outcomes = run_suite(pytester, *SMALL, "--slo", "ttft=500,tpot=50", "--convention", convention)
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    assert outcomes == {CHECK: "passed", SEARCH: "skipped"}
+    result.stdout.fnmatch_lines(["*slo 128/32@4rps: 12/12 requests done, no errors*",
+                                 "*128/32@16rps*16*12*12*100.0%*"])
+    [case] = [json.loads(p.read_text()) for p in (pytester.path / "allure-results").glob("*-result.json")
+              if json.loads(p.read_text())["name"].startswith("test_open_loop_load")]
+    kinds = {a["type"] for a in case["attachments"] if a["name"].startswith("SLO open-loop")}
+    assert {"text/html", "text/csv", "image/png", "application/json"} <= kinds
+
+
+def test_a_slow_first_token_fails_the_check_with_attainment_and_the_missed_limit(pytester: pytest.Pytester) -> None:
+    result, outcomes = run_suite(pytester, *SMALL, "--slo", "ttft=500,tpot=50", "--inject", "slow-first-token")
+    assert failed(outcomes) == {CHECK}, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines(["*128/32@4rps: SLO attainment 0/12 = 0.0% (95% Wilson 0.0-24.2%) is below the target "
+                                 "99%*missed: 12 over the ttft limit*P99 TTFT 1*"])
+
+
+def test_without_an_slo_the_check_is_skipped_saying_how_to_give_one(pytester: pytest.Pytester) -> None:
+    result, outcomes = run_suite(pytester, "-m", "slo", "-rs")
+    assert outcomes == {CHECK: "skipped", SEARCH: "skipped"}, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines(["*no SLO given: pass --slo ttft=MS,tpot=MS,e2e=MS*model profile 'reference' has none*"])
+
+
+def test_an_slo_in_the_model_profile_gates_goodput_and_is_named(pytester: pytest.Pytester) -> None:
+    profile = pytester.path / "reference-with-slo.yaml"
+    profile.write_text(PROFILE.read_text() + "slo: {ttft_ms: 500, target: 0.99, min_goodput_rps: 1000, "
+                                              "request_rate: 8, requests: 8}\n")
+    result, outcomes = run_suite(pytester, "-m", "slo", "--profile", str(profile))
+    assert failed(outcomes) == {CHECK}, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines([f"*128/32@8rps: goodput * req/s (8 requests meeting the SLO in * s) is below the "
+                                 f"minimum 1000 req/s (model profile 'reference' ({profile}))*"])
+
+
+def test_a_bad_slo_value_stops_the_run_naming_the_option(pytester: pytest.Pytester) -> None:
+    result, _ = run_suite(pytester, "-m", "slo", "--slo", "ttft=soon")
+    assert result.ret == 4
+    result.stderr.fnmatch_lines(["*--slo: 'ttft=soon': 'soon' is not a number of milliseconds*"])
