@@ -2,7 +2,8 @@
 
 It passes on a clean engine of either convention and reports its table (terminal,
 HTML, CSV), chart and figures; ``slow-first-token`` (every first token 1 s late)
-fails it with the attainment and the missed limit; without an SLO it is skipped,
+fails it with the attainment and the missed limit, also in the default run, whose
+reference profile carries an SLO; without an SLO it is skipped,
 saying so; an SLO in the model profile gates it like one on the command line; and a
 bad value stops the run naming the option. Pass/fail rests on the defect's full
 second against a 500 ms limit, never on this machine's timing.
@@ -44,15 +45,29 @@ def test_a_slow_first_token_fails_the_check_with_attainment_and_the_missed_limit
                                  "99%*missed: 12 over the ttft limit*P99 TTFT 1*"])
 
 
+def without_slo(text: str) -> str:
+    return "\n".join(line for line in text.splitlines() if not line.startswith("slo:")) + "\n"
+
+
+def test_the_default_run_of_the_built_in_engine_has_an_slo_and_slow_first_token_fails_it(
+        pytester: pytest.Pytester) -> None:
+    # The reference profile's slo: the defect sweep's default command fails on the defect through this check.
+    result, outcomes = run_suite(pytester, "-m", "slo", "--inject", "slow-first-token")
+    assert failed(outcomes) == {CHECK}, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines(["*128/32@8rps: SLO attainment 0/16 = 0.0%*(model profile 'reference' (*"])
+
+
 def test_without_an_slo_the_check_is_skipped_saying_how_to_give_one(pytester: pytest.Pytester) -> None:
-    result, outcomes = run_suite(pytester, "-m", "slo", "-rs")
+    profile = pytester.path / "reference.yaml"
+    profile.write_text(without_slo(PROFILE.read_text()))
+    result, outcomes = run_suite(pytester, "-m", "slo", "-rs", "--profile", str(profile))
     assert outcomes == {CHECK: "skipped", SEARCH: "skipped"}, result.stdout.str()[-3000:]
     result.stdout.fnmatch_lines(["*no SLO given: pass --slo ttft=MS,tpot=MS,e2e=MS*model profile 'reference' has none*"])
 
 
 def test_an_slo_in_the_model_profile_gates_goodput_and_is_named(pytester: pytest.Pytester) -> None:
     profile = pytester.path / "reference-with-slo.yaml"
-    profile.write_text(PROFILE.read_text() + "slo: {ttft_ms: 500, target: 0.99, min_goodput_rps: 1000, "
+    profile.write_text(without_slo(PROFILE.read_text()) + "slo: {ttft_ms: 500, target: 0.99, min_goodput_rps: 1000, "
                                               "request_rate: 8, requests: 8}\n")
     result, outcomes = run_suite(pytester, "-m", "slo", "--profile", str(profile))
     assert failed(outcomes) == {CHECK}, result.stdout.str()[-3000:]

@@ -125,4 +125,5 @@ def test_a_model_profile_carries_an_slo_section(tmp_path) -> None:
                        "min_goodput_rps: 1.5}\n")
     assert load_model_profile(str(profile)).slo == {"ttft_ms": 500, "tpot_ms": 50, "target": 0.99,
                                                     "min_goodput_rps": 1.5}
-    assert load_model_profile("reference").slo == {}
+    assert load_model_profile("reference").slo["ttft_ms"] == 500, "the built-in engine's default run has an SLO"
+    assert load_model_profile("generic").slo == {}
