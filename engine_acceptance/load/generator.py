@@ -22,6 +22,13 @@ hits). An engine with neither gets text prompts of an estimated length instead
 (:class:`engine_acceptance.load.prompts.TextPrompts`, same corpus, same
 offsets); either is a :class:`PromptSource`, and the round does not tell them apart.
 Figures: :mod:`engine_acceptance.load.metrics`.
+
+Above the events per second one process times accurately, a cell's rounds are spread
+over worker processes (:class:`SpreadGenerator`, :mod:`engine_acceptance.load.workers`,
+``--load-processes``): each runs this same hot loop on its share of the requests, from
+one start time on the shared monotonic clock, and the parent merges their raw requests
+back into one round in request order (:func:`merge_rounds`) before anything is computed,
+so every percentile is over all the samples.
 """
 
 from __future__ import annotations
@@ -40,6 +47,7 @@ import aiohttp
 from aiohttp.client_proto import ResponseHandler
 
 from engine_acceptance.wire.client import EngineTarget
+from engine_acceptance.load.arrivals import sleep_until
 from engine_acceptance.load.metrics import (
     CellSummary,
     RequestRecord,
@@ -48,6 +56,8 @@ from engine_acceptance.load.metrics import (
     summarize_cell,
     summarize_round,
 )
+from engine_acceptance.load.process_plan import ASSUMED_STREAM_EVENTS_PER_S, ProcessPlan, plan_processes
+from engine_acceptance.load.workers import WorkerPool, split_concurrency, split_indices
 from engine_acceptance.wire.reassembly import reassemble_stream
 from engine_acceptance.wire.sse import SSEEvent, SSEParser
 from engine_acceptance.errors import EngineAcceptanceError
@@ -59,11 +69,14 @@ __all__ = [
     "PromptIds",
     "PromptSource",
     "PromptSourceError",
+    "ProcessUse",
     "RawRequest",
     "RawRound",
+    "SpreadGenerator",
     "analyse_round",
     "build_bodies",
     "measure_cell",
+    "merge_rounds",
     "replay_events",
     "run_round",
     "send_request",
@@ -103,6 +116,12 @@ class Cell:
     @property
     def key(self) -> str:
         return f"{self.workload}@{self.concurrency}"
+
+    def plan_processes(self, asked: int | None) -> ProcessPlan:
+        """How many client processes measure this cell (``process_plan.py``): every stream busy."""
+        return plan_processes(asked, self.concurrency * ASSUMED_STREAM_EVENTS_PER_S,
+                              streams=min(self.concurrency, self.requests),
+                              how=f"{self.concurrency} streams x {ASSUMED_STREAM_EVENTS_PER_S:g} events/s assumed")
 
     def as_dict(self) -> dict[str, Any]:
         return {"key": self.key, "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
@@ -219,16 +238,58 @@ class RawRequest:
     error: str | None = None
 
 
+@dataclass(frozen=True)
+class ProcessUse:
+    """One worker process's part of a spread round: its CPU time and its own round's wall time."""
+
+    cpu_s: float
+    wall_s: float
+
+    @property
+    def cpu_fraction(self) -> float:
+        return self.cpu_s / self.wall_s if self.wall_s > 0 else 0.0
+
+
 @dataclass
 class RawRound:
     start: float
     end: float
     requests: list[RawRequest]
     cpu_s: float = 0.0
+    # One entry per worker process when the round was spread over several (merge_rounds); empty: this process.
+    processes: tuple[ProcessUse, ...] = ()
 
     @property
     def wall_s(self) -> float:
         return self.end - self.start
+
+
+def merge_rounds(shares: Sequence[RawRound], indices: Sequence[Sequence[int]], origin: float) -> RawRound:
+    """The rounds of W worker processes as one: each request back at its index, from the shared origin.
+
+    ``indices[k]`` are the request indices worker k sent (``workers.split_indices``), in
+    the order of its ``requests``. Stamps are kept as they are (one clock for every
+    process); the round starts at the common ``origin`` and ends with the last worker.
+    Nothing is summarised here: the analysis runs over the merged requests, so the
+    percentiles are those of all the samples.
+    """
+    if len(shares) != len(indices):
+        raise ValueError(f"{len(shares)} worker rounds for {len(indices)} index lists")
+    count = sum(len(share) for share in indices)
+    slots: list[RawRequest | None] = [None] * count
+    for k, (share, where) in enumerate(zip(shares, indices)):
+        if len(share.requests) != len(where):
+            raise ValueError(f"worker {k} returned {len(share.requests)} requests for {len(where)} indices")
+        for index, request in zip(where, share.requests):
+            if not 0 <= index < count or slots[index] is not None:
+                raise ValueError(f"request index {index} is out of range or given twice: not a partition")
+            slots[index] = request
+    requests = [request for request in slots if request is not None]
+    if len(requests) != count:
+        raise ValueError("the workers' indices leave gaps: not a partition")
+    return RawRound(origin, max((share.end for share in shares), default=origin), requests,
+                    sum(share.cpu_s for share in shares),
+                    tuple(ProcessUse(share.cpu_s, share.wall_s) for share in shares))
 
 
 class _Session(Protocol):
@@ -346,7 +407,13 @@ def analyse_round(raw: RawRound) -> tuple[list[RequestRecord], RoundSummary]:
         reply = reassemble_stream(replay_events(request), sent_at=request.start)
         records.append(record_request(reply, start_s=start_s, status=request.status))
     wall = raw.wall_s
-    client = {"cpu_fraction": raw.cpu_s / wall if wall > 0 else 0.0}
+    if raw.processes:
+        # Saturation is per process: the busiest one says whether the client kept up.
+        shares = [use.cpu_fraction for use in raw.processes]
+        client: dict[str, Any] = {"cpu_fraction": max(shares), "processes": len(shares),
+                                  "cpu_fraction_per_process": shares}
+    else:
+        client = {"cpu_fraction": raw.cpu_s / wall if wall > 0 else 0.0, "processes": 1}
     return records, summarize_round(records, wall, client)
 
 
@@ -401,6 +468,60 @@ class LoadGenerator:
                                clock=self.clock, on_done=on_done)
 
 
+def _open_share(arg: tuple[EngineTarget, int, str]) -> LoadGenerator:
+    """In a worker process: its own load generator (session and pool) for its share of the cell."""
+    target, concurrency, path = arg
+    return LoadGenerator(target, concurrency, path=path)
+
+
+async def _closed_share(generator: LoadGenerator, job: tuple[list[bytes], int], start_at: float
+                        ) -> tuple[RawRound, str]:
+    """In a worker process: its requests of a closed-loop round at its concurrency, from ``start_at``."""
+    bodies, concurrency = job
+    await sleep_until(start_at)
+    raw = await run_round(generator.session, generator.url, bodies, generator.headers, concurrency=concurrency)
+    return raw, generator.stamping
+
+
+class SpreadGenerator:
+    """A cell's rounds spread over ``processes`` worker processes: one schedule, one clock.
+
+    Used like :class:`LoadGenerator` (``round``); each worker keeps its own session and
+    pool across the rounds (``concurrency`` split over the workers, 0 for an unlimited
+    pool), as one process keeps its one. :meth:`each` runs any worker-side function
+    (``open_loop.py`` sends its schedule with it). No progress lines from inside a
+    spread round: the workers' counts stay in the workers until it ends.
+    """
+
+    def __init__(self, target: EngineTarget, concurrency: int, processes: int, *, path: str = "/completions") -> None:
+        self.concurrency = concurrency
+        self.processes = processes
+        shares = split_concurrency(concurrency, processes) if concurrency else [0] * processes
+        self.pool = WorkerPool(_open_share, [(target, share, path) for share in shares])
+        self.stamping = "task read"
+
+    async def __aenter__(self) -> "SpreadGenerator":
+        await asyncio.to_thread(self.pool.start)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await asyncio.to_thread(self.pool.stop)
+
+    async def each(self, run: Callable[[Any, Any, float], Any], jobs: Sequence[Any]) -> tuple[list[Any], float]:
+        """``run(generator, jobs[k], start_at)`` in worker k; (the results, the common start)."""
+        return await asyncio.to_thread(self.pool.run_round, run, jobs)
+
+    async def round(self, bodies: Sequence[bytes], on_done: Callable[[int], None] | None = None, *,
+                    concurrency: int | None = None) -> RawRound:
+        """A closed-loop round: worker k sends bodies k, k+W, ... at its share of the concurrency."""
+        indices = split_indices(len(bodies), self.processes)
+        shares = split_concurrency(concurrency or self.concurrency, self.processes)
+        results, origin = await self.each(_closed_share, [([bodies[i] for i in where], max(1, share))
+                                                          for where, share in zip(indices, shares)])
+        self.stamping = results[0][1]
+        return merge_rounds([raw for raw, _ in results], indices, origin)
+
+
 @dataclass
 class CellResult:
     """Everything measured for one cell: the rounds' records and figures."""
@@ -412,12 +533,19 @@ class CellResult:
     stamping: str = "task read"
     # False when the prompts were text of an estimated length (no token ids could be made).
     input_exact: bool = True
+    # How many client processes measured the cell, and why (None: one, from before the plan existed).
+    plan: ProcessPlan | None = None
+
+    @property
+    def processes(self) -> int:
+        return self.plan.processes if self.plan is not None else 1
 
     def as_dict(self) -> dict[str, Any]:
         return {
             **self.cell.as_dict(),
             "input_tokens_exact": self.input_exact,
             "client_stamping": self.stamping,
+            **(self.plan.as_dict() if self.plan is not None else {"client_processes": 1}),
             "summary": self.summary.as_dict(),
             "warmup": self.warmup.as_dict() if self.warmup else None,
             "requests": [[record.as_dict() for record in records] for records in self.records],
@@ -440,10 +568,16 @@ def _every(seconds: float, report: Callable[[int], None]) -> Callable[[int], Non
 
 async def measure_cell(target: EngineTarget, cell: Cell, prompts: PromptSource, *, rounds: int, ignore_eos: bool,
                        first_index: int = 0, progress: Progress | None = None,
-                       clock: Clock = time.monotonic) -> CellResult:
-    """Warm up, then run ``rounds`` measured rounds of ``cell.requests`` requests each."""
+                       clock: Clock = time.monotonic, processes: int | None = 1) -> CellResult:
+    """Warm up, then run ``rounds`` measured rounds of ``cell.requests`` requests each.
+
+    ``processes``: client processes (``--load-processes``), None for auto (``Cell.plan_processes``).
+    A spread cell runs on the monotonic clock of every process, whatever ``clock`` says.
+    """
     say: Progress = progress or (lambda _line: None)
     index = first_index
+    plan = cell.plan_processes(processes)
+    say(f"{cell.key}: measured by {plan.describe()}")
 
     def bodies(count: int) -> list[bytes]:
         nonlocal index
@@ -455,7 +589,10 @@ async def measure_cell(target: EngineTarget, cell: Cell, prompts: PromptSource, 
     warmup: RoundSummary | None = None
     summaries: list[RoundSummary] = []
     all_records: list[list[RequestRecord]] = []
-    async with LoadGenerator(target, cell.concurrency, clock=clock) as generator:
+    generator: LoadGenerator | SpreadGenerator = (
+        LoadGenerator(target, cell.concurrency, clock=clock) if plan.processes == 1
+        else SpreadGenerator(target, cell.concurrency, plan.processes))
+    async with generator:
         if cell.warmup_requests:
             raw = await generator.round(bodies(cell.warmup_requests))
             _, warmup = analyse_round(raw)
@@ -474,4 +611,4 @@ async def measure_cell(target: EngineTarget, cell: Cell, prompts: PromptSource, 
                 f"{summary.completed}/{summary.requests} requests done, {errors}, {summary.wall_s:.1f} s, "
                 f"{tok_s:.1f} output tok/s")
     return CellResult(cell, summarize_cell(cell.key, summaries), all_records, warmup, generator.stamping,
-                      input_exact=prompts.exact)
+                      input_exact=prompts.exact, plan=plan)

@@ -168,7 +168,7 @@ class RoundSummary:
     metrics: dict[str, float | None]
     # Requests whose token count came from counting events, not from usage.
     fallback_counts: int = 0
-    client: dict[str, float] = field(default_factory=dict)
+    client: dict[str, Any] = field(default_factory=dict)
 
     @property
     def failed(self) -> int:
@@ -189,7 +189,7 @@ class RoundSummary:
 
 
 def summarize_round(records: Sequence[RequestRecord], wall_s: float,
-                    client: dict[str, float] | None = None) -> RoundSummary:
+                    client: dict[str, Any] | None = None) -> RoundSummary:
     """Percentiles over this round's successful requests, and its throughput."""
     done = [r for r in records if r.ok]
     errors: dict[str, int] = {}

@@ -15,6 +15,12 @@ Everything else is the closed-loop generator's: bodies encoded before the cell,
 reads stamped on socket arrival, parsing and the metrics after the cell
 (``generator.analyse_round``). TTFT, TPOT and E2E count from the actual send, as
 ``vllm bench serve`` counts them; the lateness says how far that was from the due time.
+
+Spread over worker processes (``--load-processes``, ``generator.SpreadGenerator``),
+worker k sends requests k, k+W, ... at their own due times from one origin on the shared
+monotonic clock; the parent merges them by request index (:func:`merge_open_loop`), so
+the lateness is each request's own, and the requests in flight at each send are counted
+again from every process's stamps.
 """
 
 from __future__ import annotations
@@ -22,27 +28,35 @@ from __future__ import annotations
 import asyncio
 import functools
 import gc
+import math
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from engine_acceptance.load.arrivals import LATE_S, arrival_offsets, format_rate, sleep_until
+import numpy as np
+
 from engine_acceptance.load.generator import (
     Cell,
     LoadGenerator,
     PromptSource,
     RawRequest,
     RawRound,
+    SpreadGenerator,
     analyse_round,
     build_bodies,
+    merge_rounds,
     run_round,
     send_request,
 )
 from engine_acceptance.load.metrics import RequestRecord, RoundSummary, percentile
+from engine_acceptance.load.process_plan import ASSUMED_STREAM_EVENTS_PER_S, ProcessPlan, plan_processes
+from engine_acceptance.load.workers import split_indices
 from engine_acceptance.wire.client import EngineTarget
 
-__all__ = ["OpenLoopRound", "RateCell", "RateCellResult", "SendTiming", "measure_rate_cell", "run_open_loop"]
+__all__ = ["OpenLoopRound", "RateCell", "RateCellResult", "SendTiming", "in_flight_at_sends", "measure_rate_cell",
+           "merge_open_loop", "run_open_loop"]
 
 Clock = Callable[[], float]
 Wait = Callable[[float], Awaitable[None]]
@@ -71,6 +85,15 @@ class RateCell:
 
     def offsets(self) -> tuple[float, ...]:
         return arrival_offsets(self.requests, self.rate, burstiness=self.burstiness, seed=self.seed)
+
+    def plan_processes(self, asked: int | None) -> ProcessPlan:
+        """How many client processes send this cell (``process_plan.py``): rate x output tokens."""
+        if math.isinf(self.rate):
+            return plan_processes(asked, self.requests * ASSUMED_STREAM_EVENTS_PER_S, streams=self.requests,
+                                  how=f"all {self.requests} requests at once x {ASSUMED_STREAM_EVENTS_PER_S:g} "
+                                      f"events/s assumed")
+        return plan_processes(asked, self.rate * self.output_tokens, streams=self.requests,
+                              how=f"{format_rate(self.rate)} req/s x {self.output_tokens} output tokens")
 
     def as_dict(self) -> dict[str, Any]:
         return {"key": self.key, "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
@@ -125,12 +148,15 @@ class OpenLoopRound:
 
 async def run_open_loop(session: Any, url: str, bodies: Sequence[bytes], headers: dict[str, str],
                         offsets: Sequence[float], *, clock: Clock = time.monotonic, wait: Wait | None = None,
-                        on_done: Callable[[int], None] | None = None) -> OpenLoopRound:
+                        on_done: Callable[[int], None] | None = None, origin: float | None = None
+                        ) -> OpenLoopRound:
     """Send body ``i`` at ``start + offsets[i]``; nothing but waits, I/O and stamps meanwhile.
 
     ``session`` is an aiohttp session (a fake one in the self-tests).
     ``wait(deadline)`` returns at a ``clock`` time (:func:`sleep_until` by default;
     a scripted one in the self-tests). A request whose time has passed goes at once.
+    ``origin``: the schedule's start on ``clock`` (a worker process's share of a spread
+    cell starts at the common one); by default, now.
     """
     if len(bodies) != len(offsets):
         raise ValueError(f"{len(bodies)} bodies for {len(offsets)} due times")
@@ -155,7 +181,7 @@ async def run_open_loop(session: Any, url: str, bodies: Sequence[bytes], headers
     tasks: list[asyncio.Task[None]] = []
     try:
         cpu = time.process_time()
-        start = clock()
+        start = clock() if origin is None else origin
         for body, record, offset in zip(bodies, records, offsets):
             await wait_until(start + offset)
             in_flight_at_send.append(in_flight)
@@ -175,6 +201,52 @@ async def run_open_loop(session: Any, url: str, bodies: Sequence[bytes], headers
     return OpenLoopRound(RawRound(start, end, records, cpu), tuple(offsets), tuple(in_flight_at_send))
 
 
+def in_flight_at_sends(requests: Sequence[RawRequest]) -> tuple[int, ...]:
+    """For each request, how many others were sent before it and had not ended when it was sent.
+
+    Counted from the stamps alone, so it holds across worker processes (one clock): the
+    requests sent earlier (by send stamp, then index) minus those of them that ended at
+    or before this send.
+    """
+    if not requests:
+        return ()
+    starts = np.array([r.start for r in requests])
+    ends = np.sort(np.array([r.end for r in requests]))
+    order = np.lexsort((np.arange(len(requests)), starts))
+    sent_before = np.empty(len(requests), dtype=int)
+    sent_before[order] = np.arange(len(requests))
+    ended = np.searchsorted(ends, starts, side="right")
+    return tuple(int(max(0, n)) for n in sent_before - ended)
+
+
+def merge_open_loop(shares: Sequence[OpenLoopRound], indices: Sequence[Sequence[int]], offsets: Sequence[float],
+                    origin: float) -> OpenLoopRound:
+    """The workers' parts of one schedule as one cell: requests by index, due times from the whole schedule."""
+    for k, (share, where) in enumerate(zip(shares, indices)):
+        if tuple(share.offsets) != tuple(offsets[i] for i in where):
+            raise ValueError(f"worker {k} sent on due times that are not its share of the schedule")
+    raw = merge_rounds([share.raw for share in shares], indices, origin)
+    return OpenLoopRound(raw, tuple(offsets), in_flight_at_sends(raw.requests))
+
+
+async def _scheduled_share(generator: LoadGenerator, job: tuple[list[bytes], list[float]], start_at: float
+                           ) -> tuple[OpenLoopRound, str]:
+    """In a worker process: its requests of the schedule, each at ``start_at`` + its due offset."""
+    bodies, offsets = job
+    sent = await run_open_loop(generator.session, generator.url, bodies, generator.headers, offsets,
+                               origin=start_at)
+    return sent, generator.stamping
+
+
+async def _spread_open_loop(generator: SpreadGenerator, bodies: Sequence[bytes], offsets: Sequence[float]
+                            ) -> OpenLoopRound:
+    indices = split_indices(len(bodies), generator.processes)
+    results, origin = await generator.each(_scheduled_share, [([bodies[i] for i in where],
+                                                               [offsets[i] for i in where]) for where in indices])
+    generator.stamping = results[0][1]
+    return merge_open_loop([sent for sent, _ in results], indices, offsets, origin)
+
+
 @dataclass
 class RateCellResult:
     """One open-loop cell: each request's record, the cell's figures and how the schedule was kept."""
@@ -186,6 +258,11 @@ class RateCellResult:
     warmup: RoundSummary | None
     stamping: str = "task read"
     input_exact: bool = True
+    plan: ProcessPlan | None = None
+
+    @property
+    def processes(self) -> int:
+        return self.plan.processes if self.plan is not None else 1
 
     @property
     def duration_s(self) -> float:
@@ -197,6 +274,7 @@ class RateCellResult:
             **self.cell.as_dict(),
             "input_tokens_exact": self.input_exact,
             "client_stamping": self.stamping,
+            **(self.plan.as_dict() if self.plan is not None else {"client_processes": 1}),
             "duration_s": self.duration_s,
             "summary": self.summary.as_dict(),
             "sends": self.sends.as_dict(),
@@ -207,9 +285,14 @@ class RateCellResult:
 
 async def measure_rate_cell(target: EngineTarget, cell: RateCell, prompts: PromptSource, *, ignore_eos: bool,
                             first_index: int = 0, progress: Progress | None = None,
-                            clock: Clock = time.monotonic) -> RateCellResult:
-    """Warm the connections up (not counted), then send the cell's requests on its schedule."""
+                            clock: Clock = time.monotonic, processes: int | None = 1) -> RateCellResult:
+    """Warm the connections up (not counted), then send the cell's requests on its schedule.
+
+    ``processes``: client processes (``--load-processes``), None for auto (``RateCell.plan_processes``).
+    """
     say: Progress = progress or (lambda _line: None)
+    plan = cell.plan_processes(processes)
+    say(f"{cell.key}: sent by {plan.describe()}")
     shape = Cell(cell.input_tokens, cell.output_tokens, 1, cell.requests, cell.warmup_requests)
     warm = build_bodies(shape, prompts, model=target.model, ignore_eos=ignore_eos, count=cell.warmup_requests,
                         first_index=first_index)
@@ -217,18 +300,28 @@ async def measure_rate_cell(target: EngineTarget, cell: RateCell, prompts: Promp
                           first_index=first_index + cell.warmup_requests)
     offsets = cell.offsets()
     warmup: RoundSummary | None = None
-    async with LoadGenerator(target, 0, clock=clock) as generator:
-        if warm:
-            # All at once: opens as many connections as the cell is expected to need at first.
-            raw_warm = await run_round(generator.session, generator.url, warm, generator.headers,
-                                       concurrency=len(warm), clock=clock)
-            _, warmup = analyse_round(raw_warm)
-            say(f"{cell.key} warm-up: {warmup.completed}/{warmup.requests} requests done (not counted)")
-        sent = await run_open_loop(generator.session, generator.url, bodies, generator.headers, offsets, clock=clock)
+    if plan.processes > 1:
+        async with SpreadGenerator(target, 0, plan.processes) as spread:
+            if warm:
+                _, warmup = analyse_round(await spread.round(warm, concurrency=len(warm)))
+                say(f"{cell.key} warm-up: {warmup.completed}/{warmup.requests} requests done (not counted)")
+            sent = await _spread_open_loop(spread, bodies, offsets)
+            stamping = spread.stamping
+    else:
+        async with LoadGenerator(target, 0, clock=clock) as generator:
+            if warm:
+                # All at once: opens as many connections as the cell is expected to need at first.
+                raw_warm = await run_round(generator.session, generator.url, warm, generator.headers,
+                                           concurrency=len(warm), clock=clock)
+                _, warmup = analyse_round(raw_warm)
+                say(f"{cell.key} warm-up: {warmup.completed}/{warmup.requests} requests done (not counted)")
+            sent = await run_open_loop(generator.session, generator.url, bodies, generator.headers, offsets,
+                                       clock=clock)
+            stamping = generator.stamping
     records, summary = analyse_round(sent.raw)
     timing = sent.timing()
     errors = ", ".join(f"{k}={v}" for k, v in sorted(summary.errors_by_kind.items())) or "no errors"
     say(f"{cell.key}: {summary.completed}/{summary.requests} requests done, {errors}, {summary.wall_s:.1f} s; "
         f"sends late by more than {LATE_S * 1000:g} ms: {timing.late}, lateness P99 "
         f"{timing.lateness_ms(99) or 0.0:.3f} ms, at most {timing.max_in_flight} in flight")
-    return RateCellResult(cell, records, summary, timing, warmup, generator.stamping, input_exact=prompts.exact)
+    return RateCellResult(cell, records, summary, timing, warmup, stamping, input_exact=prompts.exact, plan=plan)
