@@ -61,9 +61,12 @@ def slo_spec(open_loop_settings: OpenLoopSettings, model_profile: Any) -> SloSpe
 class CellRunner:
     """Measures open-loop cells one after another, each with prompts of its own."""
 
-    def __init__(self, acceptance: Any, prompts: Any, ignore_eos: bool, spec: SloSpec, write: Write) -> None:
+    def __init__(self, acceptance: Any, prompts: Any, ignore_eos: bool, spec: SloSpec, write: Write,
+                 processes: int | None = None) -> None:
         self.acceptance, self.prompts, self.ignore_eos, self.spec, self.write = (
             acceptance, prompts, ignore_eos, spec, write)
+        # --load-processes (None: auto); each cell reports how many processes sent it.
+        self.processes = processes
         self.index = 0
         self.results: list[RateCellResult] = []
         self.outcomes: list[SloOutcome] = []
@@ -72,10 +75,11 @@ class CellRunner:
         self.write(f"{cell.key}: {cell.requests} requests at {format_rate(cell.rate)} req/s, burstiness "
                    f"{format_rate(cell.burstiness)}, load seed {cell.seed}; {cell.warmup_requests} warm-up")
         result = await measure_rate_cell(self.acceptance.target, cell, self.prompts, ignore_eos=self.ignore_eos,
-                                         first_index=self.index, progress=self.write)
+                                         first_index=self.index, progress=self.write, processes=self.processes)
         self.index += cell.warmup_requests + cell.requests
         outcome = evaluate_slo(cell.key, cell.rate, result.records, result.duration_s, self.spec.limits_ms,
-                               late_sends=result.sends.late, max_in_flight=result.sends.max_in_flight)
+                               late_sends=result.sends.late, max_in_flight=result.sends.max_in_flight,
+                               client_processes=result.processes)
         self.results.append(result)
         self.outcomes.append(outcome)
         return outcome
@@ -98,11 +102,12 @@ def _report(title: str, spec: SloSpec, runner: CellRunner, request: pytest.Fixtu
 
 async def test_open_loop_load_meets_the_slo_attainment_and_goodput(
         acceptance, engine_profile, model_profile, open_loop_settings: OpenLoopSettings, slo_spec: SloSpec,
-        load_prompts, slo_write: Write, request: pytest.FixtureRequest) -> None:
+        load_prompts, load_processes, slo_write: Write, request: pytest.FixtureRequest) -> None:
     cells = open_loop_settings.cells(model_profile.slo)
     prompts = await load_prompts(max(cell.input_tokens for cell in cells))
     slo_write(f"SLO: {slo_spec.describe()}; prompts from {prompts.source}")
-    runner = CellRunner(acceptance, prompts, engine_profile.supports_ignore_eos, slo_spec, slo_write)
+    runner = CellRunner(acceptance, prompts, engine_profile.supports_ignore_eos, slo_spec, slo_write,
+                        load_processes)
     for cell in cells:
         await runner.measure(cell)
     _report("SLO open-loop", slo_spec, runner, request, slo_write, acceptance.redactor, {})
@@ -118,12 +123,13 @@ async def test_open_loop_load_meets_the_slo_attainment_and_goodput(
 
 async def test_slo_search_reports_the_highest_rate_meeting_the_target(
         acceptance, engine_profile, model_profile, open_loop_settings: OpenLoopSettings, slo_spec: SloSpec,
-        load_prompts, slo_write: Write, request: pytest.FixtureRequest) -> None:
+        load_prompts, load_processes, slo_write: Write, request: pytest.FixtureRequest) -> None:
     if not open_loop_settings.search:
         pytest.skip("the SLO search is off: pass --slo-search to look for the highest rate meeting the target")
     first = open_loop_settings.cells(model_profile.slo)[0]
     prompts = await load_prompts(first.input_tokens)
-    runner = CellRunner(acceptance, prompts, engine_profile.supports_ignore_eos, slo_spec, slo_write)
+    runner = CellRunner(acceptance, prompts, engine_profile.supports_ignore_eos, slo_spec, slo_write,
+                        load_processes)
 
     async def run(rate: float) -> Step:
         cell = RateCell(first.input_tokens, first.output_tokens, rate, first.requests, first.burstiness,

@@ -87,7 +87,7 @@ def _input_tokens(result: CellResult, prompts: PromptSource, recount: Recount | 
 
 async def test_fixed_length_load_is_served_in_full_and_passes_the_gate(
         workload, acceptance, engine_profile, throughput_settings, throughput_thresholds, throughput_write,
-        throughput_results, load_prompts, request) -> None:
+        throughput_results, load_prompts, load_processes, request) -> None:
     prompts = await load_prompts(max(cell.input_tokens for cell in workload.cells))
     # Without ignore_eos the engine decides the output length: measured, but not checked.
     output_forced = engine_profile.supports_ignore_eos
@@ -98,7 +98,8 @@ async def test_fixed_length_load_is_served_in_full_and_passes_the_gate(
         if isinstance(prompts, TextPrompts):
             throughput_write(f"{cell.key}: input tokens approximate: {prompts.describe(cell.input_tokens)}")
         result = await measure_cell(acceptance.target, cell, prompts, rounds=throughput_settings.rounds,
-                                    ignore_eos=output_forced, first_index=index, progress=throughput_write)
+                                    ignore_eos=output_forced, first_index=index, progress=throughput_write,
+                                    processes=load_processes)
         results.append(result)
         if not prompts.exact:
             recounts[cell.key] = await _recount_first_measured_prompt(acceptance.target, prompts, result, index)

@@ -53,12 +53,14 @@ def _rows(results: Sequence[CellResult]) -> list[list[str]]:
         cpu = max((r.client.get("cpu_fraction", 0.0) for r in summary.rounds), default=0.0)
         rows.append([result.cell.key, f"{result.cell.requests}x{len(summary.rounds)}", prompt_tokens_cell(result),
                      *(format_spread(summary.metrics[name]) for name, _ in COLUMNS),
-                     ", ".join(f"{k}={v}" for k, v in sorted(errors.items())) or "0", f"{cpu:.0%}"])
+                     ", ".join(f"{k}={v}" for k, v in sorted(errors.items())) or "0", f"{cpu:.0%}",
+                     str(result.processes)])
     return rows
 
 
 def _header() -> list[str]:
-    return ["cell", "req x rounds", "prompt tok", *(label for _, label in COLUMNS), "errors", "client CPU"]
+    return ["cell", "req x rounds", "prompt tok", *(label for _, label in COLUMNS), "errors", "client CPU",
+            "client procs"]
 
 
 def fixed_width_lines(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
@@ -91,7 +93,9 @@ def table_html(title: str, results: Sequence[CellResult], notes: Sequence[str] =
                    "estimated length, no exact token ids could be made." if estimated else
                    "Prompt tok: usage.prompt_tokens of the measured requests.")
     note = (f"Each cell: median of rounds [min-max across rounds]; per round P50/P95 by {PERCENTILE_METHOD}. "
-            f"{prompt_note} Client CPU: the load generator's busiest round, as a share of one core.")
+            f"{prompt_note} Client CPU: the load generator's busiest round, as a share of one core (of its busiest "
+            f"process when spread). Client procs: processes that sent the cell from one schedule and one clock; "
+            f"every percentile is over all their requests (--load-processes).")
     return html_table(title, " ".join([*notes, note]), _header(), _rows(results))
 
 

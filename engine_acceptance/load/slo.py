@@ -122,6 +122,8 @@ class SloOutcome:
     missed: dict[str, int] = field(default_factory=dict)
     late_sends: int = 0
     max_in_flight: int = 0
+    # Client processes that sent the cell (--load-processes).
+    client_processes: int = 1
 
     @property
     def goodput_rps(self) -> float:
@@ -154,11 +156,12 @@ class SloOutcome:
                 "attainment_wilson_low": self.attainment.lower, "attainment_wilson_high": self.attainment.upper,
                 "goodput_rps": self.goodput_rps, "duration_s": self.duration_s, "missed": dict(self.missed),
                 "late_sends": self.late_sends, "max_in_flight": self.max_in_flight,
-                "percentiles": PERCENTILE_METHOD, **self.percentiles_ms}
+                "client_processes": self.client_processes, "percentiles": PERCENTILE_METHOD, **self.percentiles_ms}
 
 
 def evaluate_slo(key: str, rate: float, records: Sequence[RequestRecord], duration_s: float,
-                 limits_ms: Mapping[str, float], *, late_sends: int = 0, max_in_flight: int = 0) -> SloOutcome:
+                 limits_ms: Mapping[str, float], *, late_sends: int = 0, max_in_flight: int = 0,
+                 client_processes: int = 1) -> SloOutcome:
     """A cell's records against the limits; every request sent counts, failed ones as not meeting."""
     missed: dict[str, int] = {name: 0 for name in (*SLO_METRICS, "failed") if name in limits_ms or name == "failed"}
     meeting = 0
@@ -169,7 +172,7 @@ def evaluate_slo(key: str, rate: float, records: Sequence[RequestRecord], durati
             missed[reason] += 1
     done = [record for record in records if record.ok]
     return SloOutcome(key, rate, Proportion(meeting, len(records)), duration_s, _percentiles(done), missed,
-                      late_sends, max_in_flight)
+                      late_sends, max_in_flight, client_processes)
 
 
 def _percentiles(records: Iterable[RequestRecord]) -> dict[str, float | None]:

@@ -33,7 +33,8 @@ _LATENCY_COLUMNS = tuple((f"p{p}_{metric}_ms", f"P{p} {metric.upper()} ms")
 
 def _header() -> list[str]:
     return ["cell", "rate req/s", "sent", "meeting", "attainment", "95% Wilson", "goodput req/s", "duration s",
-            *(label for _, label in _LATENCY_COLUMNS), f"late sends (>{LATE_S * 1000:g} ms)", "max in flight"]
+            *(label for _, label in _LATENCY_COLUMNS), f"late sends (>{LATE_S * 1000:g} ms)", "max in flight",
+            "client processes"]
 
 
 def _number(value: float | None) -> str:
@@ -49,7 +50,7 @@ def _rows(outcomes: Sequence[SloOutcome]) -> list[list[str]]:
                      f"{100 * share.lower:.1f}-{100 * share.upper:.1f}%", f"{outcome.goodput_rps:.3g}",
                      f"{outcome.duration_s:.1f}",
                      *(_number(outcome.percentiles_ms.get(name)) for name, _ in _LATENCY_COLUMNS),
-                     str(outcome.late_sends), str(outcome.max_in_flight)])
+                     str(outcome.late_sends), str(outcome.max_in_flight), str(outcome.client_processes)])
     return rows
 
 
@@ -61,7 +62,8 @@ def slo_table_html(title: str, spec: SloSpec, outcomes: Sequence[SloOutcome]) ->
     note = (f"SLO: {spec.describe()}. Attainment: requests meeting every limit / requests sent (failed ones never "
             f"meet it), with its 95% Wilson interval; goodput: requests meeting it / the cell's duration. "
             f"Percentiles over the successful requests by {PERCENTILE_METHOD}. A send more than "
-            f"{LATE_S * 1000:g} ms behind its due time is late: counted, never shifted.")
+            f"{LATE_S * 1000:g} ms behind its due time is late: counted, never shifted. Client processes: how many "
+            f"processes sent the cell, from one schedule and one clock (--load-processes).")
     return html_table(title, note, _header(), _rows(outcomes))
 
 
@@ -70,7 +72,7 @@ def slo_csv(outcomes: Sequence[SloOutcome]) -> str:
     buffer = io.StringIO()
     columns = ["key", "request_rate", "sent", "meeting", "attainment", "attainment_wilson_low",
                "attainment_wilson_high", "goodput_rps", "duration_s", *(name for name, _ in _LATENCY_COLUMNS),
-               "late_sends", "max_in_flight"]
+               "late_sends", "max_in_flight", "client_processes"]
     writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
     writer.writeheader()
     for outcome in outcomes:

@@ -21,6 +21,7 @@ import pytest
 
 from engine_acceptance.errors import UsageError
 from engine_acceptance.load.media_load import MediaSettings, select_media_cells
+from engine_acceptance.load.process_plan import parse_load_processes
 from engine_acceptance.load.settings import ThroughputSettings, settings_from_options
 from engine_acceptance.load.soak import SoakSettings, soak_settings_from_options
 from engine_acceptance.load.slo_settings import OpenLoopSettings, open_loop_settings_from_options
@@ -99,6 +100,14 @@ def trial_count(raw: str) -> int:
     if count < 1:
         raise argparse.ArgumentTypeError(f"{raw!r}: a check needs at least 1 sample")
     return count
+
+
+def load_processes(raw: str) -> int | None:
+    """``auto`` (None) or a whole number of client processes, at least 1."""
+    try:
+        return parse_load_processes(raw)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _number(raw: str) -> float:
@@ -224,6 +233,10 @@ def add_options(parser: pytest.Parser) -> None:
         help="Input and output tokens of the open-loop requests (default: 128/32)")
     add("--slo-search", action="store_true",
         help="Also search the highest rate whose attainment stays at the target (doubling, then bisecting)")
+    add("--load-processes", type=load_processes, default=None, metavar="N|auto",
+        help="Client processes that send each throughput and SLO cell, sharing one schedule and one clock; auto "
+             "spreads a cell only when its expected SSE events per second pass what one process times accurately "
+             "(benchmarks/README.md), at most one per CPU (default: auto)")
 
 
 @dataclass(frozen=True)
@@ -274,6 +287,8 @@ class AcceptanceOptions:
     trials: int | None = None
     # The open-loop load and SLO options (pytest -m slo); merged with the model profile's slo.
     open_loop: OpenLoopSettings = OpenLoopSettings()
+    # --load-processes: client processes per throughput or SLO cell; None is auto (load/process_plan.py).
+    load_processes: int | None = None
 
     @classmethod
     def from_config(cls, config: pytest.Config) -> AcceptanceOptions:
@@ -328,6 +343,7 @@ class AcceptanceOptions:
                 request_rate=opt.request_rate, burstiness=opt.burstiness, load_seed=opt.load_seed, slo=opt.slo,
                 slo_target=opt.slo_target, slo_min_goodput=opt.slo_min_goodput, slo_requests=opt.slo_requests,
                 slo_shape=opt.slo_shape, slo_search=opt.slo_search),
+            load_processes=opt.load_processes,
         )
 
     def with_api_key(self, api_key: str) -> AcceptanceOptions:
