@@ -4,10 +4,13 @@ Not a test (nothing here passes or fails); it prints Markdown tables for
 ``benchmarks/README.md``. Three parts, all against the built-in reference engine
 on this host:
 
-1. Accuracy at concurrency 1, 32 and 256 (128/128, TTFT 50 ms, 10 ms per token, one
-   token per event, ``--stamp-events``): P50 TTFT and P50 TPOT as our load generator
+1. Accuracy at concurrency 1, 32, 256 and 1024 (128/128, TTFT 50 ms, 10 ms per token,
+   one token per event, ``--stamp-events``): P50 TTFT and P50 TPOT as our load generator
    reports them, beside the engine's own stamps (what it really did, from the same
-   client send time) and the nominal latency model.
+   client send time) and the nominal latency model. ``--processes`` says how many client
+   processes send each cell (``auto``, the default, as ``--load-processes auto``: one up
+   to concurrency 270, then one per 27,000 expected events/s, at most one per CPU; so 256
+   in one process and 1024 spread); the table says how many did.
 2. The same cells through vLLM's own client, ``vllm bench serve`` (run from the
    vLLM CPU build's virtualenv, ``--vllm-python``), against the same kind of server.
 3. Events per second: streams of 2 ms per token at rising concurrency; per step
@@ -16,6 +19,10 @@ on this host:
    stays under 1 ms is the headline.
 
     python benchmarks/client_accuracy.py [--vllm-python PATH] [--tokenizer DIR] [--json OUT]
+        [--processes auto|N] [--concurrency 1,32,256,1024] [--parts accuracy,vllm,events]
+
+A small run on a busy machine (the figures mean little; it checks the plumbing):
+``--concurrency 1,8 --processes 2 --parts accuracy``.
 """
 
 from __future__ import annotations
@@ -33,14 +40,23 @@ from pathlib import Path
 from typing import Any
 
 from engine_acceptance.wire.client import ClientTimeouts, EngineTarget
-from engine_acceptance.load.generator import Cell, LoadGenerator, PromptIds, analyse_round, build_bodies
+from engine_acceptance.load.generator import (
+    Cell,
+    LoadGenerator,
+    PromptIds,
+    SpreadGenerator,
+    analyse_round,
+    build_bodies,
+)
 from engine_acceptance.load.metrics import percentile
+from engine_acceptance.load.process_plan import parse_load_processes
 from engine_acceptance.reference_engine.config import LatencyModel
 from engine_acceptance.reference_engine.launcher import start_reference_engine
 from engine_acceptance.load.timing_truth import true_timing
 
 TTFT_MS, TPOT_MS, INPUT, OUTPUT = 50.0, 10.0, 128, 128
-ACCURACY_CELLS = ((1, 8), (32, 64), (256, 512))  # (concurrency, requests per round)
+# Requests per round: two waves of the concurrency, at least 8.
+DEFAULT_CONCURRENCY = "1,32,256,1024"
 ROUNDS = 3
 RATE_TPOT_MS, RATE_OUTPUT = 2.0, 200
 RATE_CONCURRENCY = (1, 8, 32, 64, 128, 256, 512)
@@ -57,14 +73,22 @@ def target(url: str) -> EngineTarget:
     return EngineTarget(url, "reference-model", timeouts=ClientTimeouts(total=600, idle=120))
 
 
-async def ours(url: str, concurrency: int, requests: int) -> dict[str, Any]:
+def requests_for(concurrency: int) -> int:
+    return max(8, 2 * concurrency)
+
+
+async def ours(url: str, concurrency: int, requests: int, processes: int | None) -> dict[str, Any]:
     engine = target(url)
     prompts = await PromptIds.from_engine(engine, "/tokenize", min_tokens=INPUT)
     cell = Cell(INPUT, OUTPUT, concurrency, requests, concurrency)
+    plan = cell.plan_processes(processes)
     rows: dict[str, list[float]] = {k: [] for k in ("ttft", "true_ttft", "tpot", "true_tpot", "cpu", "lag50",
                                                      "lag99", "errors")}
     index = 0
-    async with LoadGenerator(engine, concurrency) as generator:
+    generator: LoadGenerator | SpreadGenerator = (
+        LoadGenerator(engine, concurrency) if plan.processes == 1
+        else SpreadGenerator(engine, concurrency, plan.processes))
+    async with generator:
         for number in range(ROUNDS + 1):
             count = cell.warmup_requests if number == 0 else cell.requests
             raw = await generator.round(build_bodies(cell, prompts, model=engine.model, ignore_eos=True, count=count,
@@ -84,7 +108,8 @@ async def ours(url: str, concurrency: int, requests: int) -> dict[str, Any]:
             rows["lag50"].append(percentile(lags, 50) * 1000)
             rows["lag99"].append(percentile(lags, 99) * 1000)
             rows["errors"].append(summary.failed)
-    return {name: statistics.median(values) for name, values in rows.items()}
+    return {**{name: statistics.median(values) for name, values in rows.items()}, "processes": plan.processes,
+            "processes_reason": plan.reason}
 
 
 def vllm_bench(vllm_python: Path, tokenizer: Path, url: str, concurrency: int, requests: int) -> dict[str, Any]:
@@ -139,6 +164,24 @@ def pct(value: float, truth: float) -> str:
     return f"{(value - truth) / truth * 100:+.1f}%"
 
 
+def event_rates() -> list[dict[str, float]]:
+    """Part 3: one process's events per second and its timing error, printed."""
+    steps = []
+    with start_reference_engine(latency=LatencyModel(ttft_ms=TTFT_MS, tpot_ms=RATE_TPOT_MS),
+                                stream_chunk_tokens=1, stamp_events=True) as engine:
+        for concurrency in RATE_CONCURRENCY:
+            steps.append(asyncio.run(event_rate(engine.url, concurrency)))
+    print(f"\n### Events per second: {RATE_TPOT_MS:g} ms per token per stream, {RATE_OUTPUT} tokens, one wave\n")
+    print("| concurrency | offered events/s | achieved events/s | client lag P50 ms | P99 ms | client CPU | errors |")
+    print("|---|---|---|---|---|---|---|")
+    for s in steps:
+        print(f"| {s['concurrency']} | {s['offered_events_s']:.0f} | {s['achieved_events_s']:.0f} | "
+              f"{s['lag_p50_ms']:.2f} | {s['lag_p99_ms']:.2f} | {s['client_cpu']:.0%} | {s['errors']} |")
+    for name in ("lag_p50_ms", "lag_p99_ms"):
+        print(f"\n{name[4:7].upper()} client lag: {crossing(steps, name)}")
+    return steps
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--vllm-python", type=Path, default=DEFAULT_VLLM_PYTHON,
@@ -146,7 +189,15 @@ def main() -> int:
     parser.add_argument("--tokenizer", type=Path, default=DEFAULT_TOKENIZER,
                         help="A Hugging Face tokenizer directory for vllm bench serve's random prompts")
     parser.add_argument("--json", type=Path, default=None, help="Also write every figure to this JSON file")
+    parser.add_argument("--processes", type=parse_load_processes, default=None, metavar="auto|N",
+                        help="Client processes per accuracy cell, as --load-processes (default: auto)")
+    parser.add_argument("--concurrency", default=DEFAULT_CONCURRENCY,
+                        help=f"Accuracy cells' concurrencies, comma-separated (default: {DEFAULT_CONCURRENCY})")
+    parser.add_argument("--parts", default="accuracy,vllm,events",
+                        help="Which parts to run: accuracy, vllm, events (default: all three)")
     args = parser.parse_args()
+    cells = [(c, requests_for(c)) for c in (int(part) for part in args.concurrency.split(","))]
+    parts = set(args.parts.split(","))
     load = os.getloadavg()
     print(f"host: {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} at start; "
           f"Python {sys.version.split()[0]}\n")
@@ -154,24 +205,28 @@ def main() -> int:
     latency = LatencyModel(ttft_ms=TTFT_MS, tpot_ms=TPOT_MS)
 
     rows = []
-    with start_reference_engine(latency=latency, stream_chunk_tokens=1, stamp_events=True) as engine:
-        for concurrency, requests in ACCURACY_CELLS:
-            rows.append((concurrency, requests, asyncio.run(ours(engine.url, concurrency, requests))))
-    figures["ours"] = [{"concurrency": c, "requests": n, **r} for c, n, r in rows]
-    print(f"### Our load generator, {INPUT}/{OUTPUT}, nominal TTFT {TTFT_MS:g} ms, TPOT {TPOT_MS:g} ms "
-          f"(median of {ROUNDS} rounds)\n")
-    print("| concurrency | req/round | P50 TTFT ms: ours | engine-true | nominal | ours vs true | "
-          "P50 TPOT ms: ours | engine-true | ours vs true | event lag P50 / P99 ms | client CPU |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
-    for c, n, r in rows:
-        print(f"| {c} | {n} | {r['ttft']:.2f} | {r['true_ttft']:.2f} | {TTFT_MS:g} | {pct(r['ttft'], r['true_ttft'])} "
-              f"| {r['tpot']:.3f} | {r['true_tpot']:.3f} | {pct(r['tpot'], r['true_tpot'])} "
-              f"| {r['lag50']:.2f} / {r['lag99']:.2f} | {r['cpu']:.0%} |")
+    if "accuracy" in parts:
+        with start_reference_engine(latency=latency, stream_chunk_tokens=1, stamp_events=True) as engine:
+            for concurrency, requests in cells:
+                rows.append((concurrency, requests, asyncio.run(ours(engine.url, concurrency, requests,
+                                                                     args.processes))))
+        figures["ours"] = [{"concurrency": c, "requests": n, **r} for c, n, r in rows]
+        print(f"### Our load generator, {INPUT}/{OUTPUT}, nominal TTFT {TTFT_MS:g} ms, TPOT {TPOT_MS:g} ms "
+              f"(median of {ROUNDS} rounds)\n")
+        print("| concurrency | req/round | P50 TTFT ms: ours | engine-true | nominal | ours vs true | "
+              "P50 TPOT ms: ours | engine-true | ours vs true | event lag P50 / P99 ms | client CPU | "
+              "client processes |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+        for c, n, r in rows:
+            print(f"| {c} | {n} | {r['ttft']:.2f} | {r['true_ttft']:.2f} | {TTFT_MS:g} | "
+                  f"{pct(r['ttft'], r['true_ttft'])} | {r['tpot']:.3f} | {r['true_tpot']:.3f} | "
+                  f"{pct(r['tpot'], r['true_tpot'])} | {r['lag50']:.2f} / {r['lag99']:.2f} | {r['cpu']:.0%} | "
+                  f"{r['processes']} |")
 
-    if args.vllm_python.exists():
+    if "vllm" in parts and args.vllm_python.exists():
         vrows = []
         with start_reference_engine(latency=latency, stream_chunk_tokens=1) as engine:
-            for concurrency, requests in ACCURACY_CELLS:
+            for concurrency, requests in cells:
                 vrows.append((concurrency, requests, vllm_bench(args.vllm_python, args.tokenizer, engine.url,
                                                                 concurrency, requests)))
         figures["vllm_bench_serve"] = [{"concurrency": c, "requests": n, **{k: v for k, v in r.items()
@@ -182,26 +237,17 @@ def main() -> int:
         print("| concurrency | prompts | P50 TTFT ms: vLLM client | nominal | P50 TPOT ms: vLLM client | nominal "
               "| ours P50 TTFT / TPOT (above) | failed |")
         print("|---|---|---|---|---|---|---|---|")
-        for (c, n, v), (_, _, r) in zip(vrows, rows):
+        ours_by_concurrency = {c: r for c, _, r in rows}
+        for c, n, v in vrows:
+            r = ours_by_concurrency.get(c)
+            mine = f"{r['ttft']:.2f} / {r['tpot']:.3f}" if r else "-"
             print(f"| {c} | {n} | {v['median_ttft_ms']:.2f} | {TTFT_MS:g} | {v['median_tpot_ms']:.3f} | "
-                  f"{TPOT_MS:g} | {r['ttft']:.2f} / {r['tpot']:.3f} | {v.get('failed', 0)} |")
-    else:
+                  f"{TPOT_MS:g} | {mine} | {v.get('failed', 0)} |")
+    elif "vllm" in parts:
         print(f"\n(vllm bench serve skipped: {args.vllm_python} does not exist)")
 
-    steps = []
-    with start_reference_engine(latency=LatencyModel(ttft_ms=TTFT_MS, tpot_ms=RATE_TPOT_MS),
-                                stream_chunk_tokens=1, stamp_events=True) as engine:
-        for concurrency in RATE_CONCURRENCY:
-            steps.append(asyncio.run(event_rate(engine.url, concurrency)))
-    figures["event_rate"] = steps
-    print(f"\n### Events per second: {RATE_TPOT_MS:g} ms per token per stream, {RATE_OUTPUT} tokens, one wave\n")
-    print("| concurrency | offered events/s | achieved events/s | client lag P50 ms | P99 ms | client CPU | errors |")
-    print("|---|---|---|---|---|---|---|")
-    for s in steps:
-        print(f"| {s['concurrency']} | {s['offered_events_s']:.0f} | {s['achieved_events_s']:.0f} | "
-              f"{s['lag_p50_ms']:.2f} | {s['lag_p99_ms']:.2f} | {s['client_cpu']:.0%} | {s['errors']} |")
-    for name in ("lag_p50_ms", "lag_p99_ms"):
-        print(f"\n{name[4:7].upper()} client lag: {crossing(steps, name)}")
+    if "events" in parts:
+        figures["event_rate"] = event_rates()
     load = os.getloadavg()
     print(f"Load average at the end: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
     figures["load_average_at_end"] = load

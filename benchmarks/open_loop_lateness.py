@@ -10,6 +10,10 @@ due within microseconds of each other, so their lateness includes the previous
 send's own work in the client; even gaps (burstiness inf) show the timer alone.
 
     python benchmarks/open_loop_lateness.py [--rates 10,50,100,200] [--seconds 5] [--json OUT]
+        [--processes auto|N]
+
+``--processes`` sends each cell from that many client processes on one schedule and one
+clock, as ``--load-processes`` (default 1, the process this runs in).
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from typing import Any
 from engine_acceptance.load.arrivals import LATE_S, format_rate, parse_rates
 from engine_acceptance.load.generator import PromptIds
 from engine_acceptance.load.open_loop import RateCell, measure_rate_cell
+from engine_acceptance.load.process_plan import parse_load_processes
 from engine_acceptance.reference_engine.config import LatencyModel
 from engine_acceptance.reference_engine.launcher import start_reference_engine
 from engine_acceptance.wire.client import ClientTimeouts, EngineTarget
@@ -32,7 +37,8 @@ from engine_acceptance.wire.client import ClientTimeouts, EngineTarget
 INPUT, OUTPUT = 128, 32
 
 
-async def measure(url: str, rates: tuple[float, ...], seconds: float) -> list[dict[str, Any]]:
+async def measure(url: str, rates: tuple[float, ...], seconds: float, processes: int | None
+                  ) -> list[dict[str, Any]]:
     target = EngineTarget(url, "reference-model", timeouts=ClientTimeouts(total=600, idle=120))
     prompts = await PromptIds.from_engine(target, "/tokenize", min_tokens=INPUT, seed=1)
     rows, index = [], 0
@@ -40,14 +46,16 @@ async def measure(url: str, rates: tuple[float, ...], seconds: float) -> list[di
         for rate in rates:
             cell = RateCell(INPUT, OUTPUT, rate, max(50, round(rate * seconds)), burstiness=burstiness, seed=0,
                             warmup_requests=8)
-            result = await measure_rate_cell(target, cell, prompts, ignore_eos=True, first_index=index)
+            result = await measure_rate_cell(target, cell, prompts, ignore_eos=True, first_index=index,
+                                             processes=processes)
             index += cell.warmup_requests + cell.requests
             sends = result.sends
             rows.append({"rate": format_rate(rate), "burstiness": format_rate(burstiness), "requests": cell.requests,
                          "late": sends.late, "lateness_p50_ms": sends.lateness_ms(50),
                          "lateness_p99_ms": sends.lateness_ms(99), "lateness_max_ms": sends.lateness_ms(100),
                          "max_in_flight": sends.max_in_flight, "errors": result.summary.failed,
-                         "client_cpu": result.summary.client.get("cpu_fraction", 0.0)})
+                         "client_cpu": result.summary.client.get("cpu_fraction", 0.0),
+                         "processes": result.processes})
     return rows
 
 
@@ -56,20 +64,22 @@ def main() -> None:
     parser.add_argument("--rates", default="10,50,100,200", help="Requests per second, comma-separated")
     parser.add_argument("--seconds", type=float, default=5.0, help="Seconds of arrivals per cell (at least 50 requests)")
     parser.add_argument("--json", default=None, help="Also write the rows to this JSON file")
+    parser.add_argument("--processes", type=parse_load_processes, default=1, metavar="auto|N",
+                        help="Client processes per cell, as --load-processes (default: 1)")
     args = parser.parse_args()
     load = os.getloadavg()[0]
     with start_reference_engine(latency=LatencyModel(ttft_ms=50, tpot_ms=10), stream_chunk_tokens=1) as engine:
         started = time.monotonic()
-        rows = asyncio.run(measure(engine.url, parse_rates(args.rates), args.seconds))
+        rows = asyncio.run(measure(engine.url, parse_rates(args.rates), args.seconds, args.processes))
     print(f"load average {load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end, on {os.cpu_count()} CPUs; "
           f"{time.monotonic() - started:.0f} s\n")
     print(f"| rate req/s | burstiness | requests | late (> {LATE_S * 1000:g} ms) | lateness P50 / P99 / max ms "
-          f"| max in flight | errors | client CPU |")
-    print("|---|---|---|---|---|---|---|---|")
+          f"| max in flight | errors | client CPU | client processes |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         print(f"| {row['rate']} | {row['burstiness']} | {row['requests']} | {row['late']} | "
               f"{row['lateness_p50_ms']:.3f} / {row['lateness_p99_ms']:.3f} / {row['lateness_max_ms']:.3f} | "
-              f"{row['max_in_flight']} | {row['errors']} | {row['client_cpu']:.0%} |")
+              f"{row['max_in_flight']} | {row['errors']} | {row['client_cpu']:.0%} | {row['processes']} |")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:
             json.dump(rows, out, indent=1)
