@@ -501,7 +501,12 @@ class SpreadGenerator:
         self.stamping = "task read"
 
     async def __aenter__(self) -> "SpreadGenerator":
-        await asyncio.to_thread(self.pool.start)
+        try:
+            await asyncio.to_thread(self.pool.start)
+        except BaseException:
+            # __aexit__ does not run when entering fails: the workers already started must not outlive it.
+            await asyncio.to_thread(self.pool.stop)
+            raise
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
