@@ -14,6 +14,12 @@ send's own work in the client; even gaps (burstiness inf) show the timer alone.
 
 ``--processes`` sends each cell from that many client processes on one schedule and one
 clock, as ``--load-processes`` (default 1, the process this runs in).
+
+``--pin`` puts the engine on CPU 0 and this client on CPU 1 (``taskset``), as a deployment
+has the engine on its own host: on this 2-vCPU machine the reference engine otherwise
+shares the client's cores, and the scheduler preempts the client for it (hundreds of
+involuntary switches in a 10 s cell), which is the machine's part of the lateness, not
+the client's. One client process only.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import asyncio
 import json
 import math
 import os
+import subprocess
 import time
 from typing import Any
 
@@ -66,13 +73,20 @@ def main() -> None:
     parser.add_argument("--json", default=None, help="Also write the rows to this JSON file")
     parser.add_argument("--processes", type=parse_load_processes, default=1, metavar="auto|N",
                         help="Client processes per cell, as --load-processes (default: 1)")
+    parser.add_argument("--pin", action="store_true", help="The engine on CPU 0, the client on CPU 1 (one process)")
     args = parser.parse_args()
+    if args.pin and (args.processes != 1 or (os.cpu_count() or 1) < 2):
+        parser.error("--pin needs --processes 1 and at least 2 CPUs")
     load = os.getloadavg()[0]
     with start_reference_engine(latency=LatencyModel(ttft_ms=50, tpot_ms=10), stream_chunk_tokens=1) as engine:
+        if args.pin:
+            # -a: every thread of the engine, not only its main one.
+            subprocess.run(["taskset", "-a", "-p", "-c", "0", str(engine.pid)], check=True, capture_output=True)
+            os.sched_setaffinity(0, {1})
         started = time.monotonic()
         rows = asyncio.run(measure(engine.url, parse_rates(args.rates), args.seconds, args.processes))
     print(f"load average {load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end, on {os.cpu_count()} CPUs; "
-          f"{time.monotonic() - started:.0f} s\n")
+          f"{time.monotonic() - started:.0f} s" + ("; engine pinned to CPU 0, client to CPU 1" if args.pin else "") + "\n")
     print(f"| rate req/s | burstiness | requests | late (> {LATE_S * 1000:g} ms) | lateness P50 / P99 / max ms "
           f"| max in flight | errors | client CPU | client processes |")
     print("|---|---|---|---|---|---|---|---|---|")

@@ -11,6 +11,13 @@ no limit, so a due request never waits for a free connection inside the client
 (that wait would be invisible lateness); the requests in flight at each send are
 recorded instead, so a growing queue shows.
 
+Connections are opened before the schedule starts (:func:`open_connections`), as many
+as the cell is expected to hold at once: opening one is the client's costliest step
+(~0.6 ms of CPU in aiohttp, socket and connect), and a send due while another request
+opens its connection waits for it in the one event loop, so connections opened
+mid-cell made sends late by milliseconds (measured with the loop's slow steps: most
+steps over 0.5 ms were connection opens).
+
 Everything else is the closed-loop generator's: bodies encoded before the cell,
 reads stamped on socket arrival, parsing and the metrics after the cell
 (``generator.analyse_round``). TTFT, TPOT and E2E count from the actual send, as
@@ -55,12 +62,16 @@ from engine_acceptance.load.process_plan import ASSUMED_STREAM_EVENTS_PER_S, Pro
 from engine_acceptance.load.workers import split_indices
 from engine_acceptance.wire.client import EngineTarget
 
-__all__ = ["OpenLoopRound", "RateCell", "RateCellResult", "SendTiming", "in_flight_at_sends", "measure_rate_cell",
-           "merge_open_loop", "run_open_loop"]
+__all__ = ["OpenLoopRound", "RateCell", "RateCellResult", "SendTiming", "connections_to_open", "in_flight_at_sends",
+           "measure_rate_cell", "merge_open_loop", "open_connections", "run_open_loop"]
 
 Clock = Callable[[], float]
 Wait = Callable[[float], Awaitable[None]]
 Progress = Callable[[str], None]
+
+# Requests in flight grow under load beyond what the warm-up's latency predicts (Little's law
+# at the warm-up's E2E): room for that before the cell, so few connections open mid-cell.
+LOAD_LATENCY_ROOM = 1.5
 
 
 @dataclass(frozen=True)
@@ -201,6 +212,34 @@ async def run_open_loop(session: Any, url: str, bodies: Sequence[bytes], headers
     return OpenLoopRound(RawRound(start, end, records, cpu), tuple(offsets), tuple(in_flight_at_send))
 
 
+def connections_to_open(rate: float, requests: int, e2e_s: float | None) -> int:
+    """Connections a cell is expected to hold at once: rate x E2E (Little's law), with room.
+
+    The requests in flight at a rate are a Poisson count of mean ``m = rate x E2E``; ``m +
+    4 sqrt(m)`` is above it at all but ~0.01% of moments. Never more than the cell's requests;
+    all of them when they are all due at once or nothing says how long a request takes.
+    """
+    if math.isinf(rate) or e2e_s is None:
+        return requests
+    mean = rate * e2e_s * LOAD_LATENCY_ROOM
+    return min(requests, math.ceil(mean + 4 * math.sqrt(mean)) + 1)
+
+
+async def open_connections(session: Any, url: str, headers: dict[str, str], count: int) -> int:
+    """Open ``count`` kept-alive connections to the engine before a schedule; how many opened.
+
+    ``count`` GETs of ``url`` (the engine's ``/models``) at once, each read to its end so its
+    connection goes back to the pool idle. A GET that fails opens nothing and is not retried:
+    the number opened is reported, and the cell opens what it lacks as it goes.
+    """
+    async def one() -> None:
+        async with session.get(url, headers=headers) as response:
+            await response.read()
+
+    outcomes = await asyncio.gather(*(one() for _ in range(count)), return_exceptions=True)
+    return sum(1 for outcome in outcomes if not isinstance(outcome, BaseException))
+
+
 def in_flight_at_sends(requests: Sequence[RawRequest]) -> tuple[int, ...]:
     """For each request, how many others were sent before it and had not ended when it was sent.
 
@@ -227,6 +266,11 @@ def merge_open_loop(shares: Sequence[OpenLoopRound], indices: Sequence[Sequence[
             raise ValueError(f"worker {k} sent on due times that are not its share of the schedule")
     raw = merge_rounds([share.raw for share in shares], indices, origin)
     return OpenLoopRound(raw, tuple(offsets), in_flight_at_sends(raw.requests))
+
+
+async def _opened_share(generator: LoadGenerator, count: int, _start_at: float) -> int:
+    """In a worker process: open its share of the cell's connections (:func:`open_connections`)."""
+    return await open_connections(generator.session, generator.target.v1_url + "/models", generator.headers, count)
 
 
 async def _scheduled_share(generator: LoadGenerator, job: tuple[list[bytes], list[float]], start_at: float
@@ -259,6 +303,8 @@ class RateCellResult:
     stamping: str = "task read"
     input_exact: bool = True
     plan: ProcessPlan | None = None
+    # Connections opened before the schedule, and how many were wanted (open_connections).
+    connections: tuple[int, int] = (0, 0)
 
     @property
     def processes(self) -> int:
@@ -276,6 +322,8 @@ class RateCellResult:
             "client_stamping": self.stamping,
             **(self.plan.as_dict() if self.plan is not None else {"client_processes": 1}),
             "duration_s": self.duration_s,
+            "connections_opened_before": self.connections[0],
+            "connections_wanted_before": self.connections[1],
             "summary": self.summary.as_dict(),
             "sends": self.sends.as_dict(),
             "warmup": self.warmup.as_dict() if self.warmup else None,
@@ -305,6 +353,10 @@ async def measure_rate_cell(target: EngineTarget, cell: RateCell, prompts: Promp
             if warm:
                 _, warmup = analyse_round(await spread.round(warm, concurrency=len(warm)))
                 say(f"{cell.key} warm-up: {warmup.completed}/{warmup.requests} requests done (not counted)")
+            wanted = _connections_for(cell, warmup)
+            share = math.ceil(wanted / plan.processes)
+            opened_each, _ = await spread.each(_opened_share, [share] * plan.processes)
+            opened = _say_opened(say, cell, sum(opened_each), share * plan.processes)
             sent = await _spread_open_loop(spread, bodies, offsets)
             stamping = spread.stamping
     else:
@@ -315,6 +367,9 @@ async def measure_rate_cell(target: EngineTarget, cell: RateCell, prompts: Promp
                                            concurrency=len(warm), clock=clock)
                 _, warmup = analyse_round(raw_warm)
                 say(f"{cell.key} warm-up: {warmup.completed}/{warmup.requests} requests done (not counted)")
+            wanted = _connections_for(cell, warmup)
+            opened = _say_opened(say, cell, await open_connections(
+                generator.session, target.v1_url + "/models", generator.headers, wanted), wanted)
             sent = await run_open_loop(generator.session, generator.url, bodies, generator.headers, offsets,
                                        clock=clock)
             stamping = generator.stamping
@@ -324,4 +379,16 @@ async def measure_rate_cell(target: EngineTarget, cell: RateCell, prompts: Promp
     say(f"{cell.key}: {summary.completed}/{summary.requests} requests done, {errors}, {summary.wall_s:.1f} s; "
         f"sends late by more than {LATE_S * 1000:g} ms: {timing.late}, lateness P99 "
         f"{timing.lateness_ms(99) or 0.0:.3f} ms, at most {timing.max_in_flight} in flight")
-    return RateCellResult(cell, records, summary, timing, warmup, stamping, input_exact=prompts.exact, plan=plan)
+    return RateCellResult(cell, records, summary, timing, warmup, stamping, input_exact=prompts.exact, plan=plan,
+                          connections=opened)
+
+
+def _connections_for(cell: RateCell, warmup: RoundSummary | None) -> int:
+    """:func:`connections_to_open` at the warm-up's P99 E2E (none without a warm-up that answered)."""
+    e2e_ms = warmup.metrics.get("p99_e2e_ms") if warmup is not None else None
+    return connections_to_open(cell.rate, cell.requests, None if e2e_ms is None else e2e_ms / 1000.0)
+
+
+def _say_opened(say: Progress, cell: RateCell, opened: int, wanted: int) -> tuple[int, int]:
+    say(f"{cell.key}: {opened} of {wanted} connections opened before the schedule")
+    return opened, wanted

@@ -18,7 +18,7 @@ import pytest
 
 from engine_acceptance.load.arrivals import LATE_S, arrival_offsets, format_rate, parse_rates, sleep_until
 from engine_acceptance.load.generator import analyse_round
-from engine_acceptance.load.open_loop import RateCell, run_open_loop
+from engine_acceptance.load.open_loop import RateCell, connections_to_open, run_open_loop
 from test_metrics import DONE, FakeSession, ScriptedClock, completion_chunk, usage_chunk
 
 
@@ -142,3 +142,13 @@ def test_as_many_due_times_as_bodies_are_required() -> None:
     with pytest.raises(ValueError, match="3 bodies for 2 due times"):
         asyncio.run(run_open_loop(FakeSession(clock, []), "u", [b"{}"] * 3, {}, (0.0, 1.0), clock=clock,
                                   wait=scripted_wait(clock, {})))
+
+
+def test_connections_opened_before_a_cell_follow_littles_law_with_room() -> None:
+    # 10 req/s x 0.5 s x 1.5 = 7.5 expected in flight; + 4 sqrt(7.5) = 18.45 -> 19, + 1.
+    assert connections_to_open(10.0, 100, 0.5) == 20
+    # Never more than the cell's requests; all of them when all are due at once or the
+    # warm-up said nothing of the latency.
+    assert connections_to_open(100.0, 16, 2.0) == 16
+    assert connections_to_open(math.inf, 40, 0.5) == 40
+    assert connections_to_open(10.0, 40, None) == 40

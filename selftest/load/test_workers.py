@@ -271,3 +271,24 @@ def test_an_open_loop_cell_in_two_processes_keeps_the_whole_schedule(engine: Run
     # Sends are never before their due time; how late they are is reported, not asserted.
     assert min(result.sends.lateness_s) >= 0
     assert all(record.output_tokens == 16 for record in result.records)
+    # Each worker opened its share of the cell's connections before the schedule began.
+    opened, wanted = result.connections
+    assert opened == wanted > 0 and wanted % 2 == 0
+    assert result.as_dict()["connections_opened_before"] == opened
+
+
+def test_an_open_loop_cell_opens_the_connections_it_will_hold_before_its_schedule(
+        engine: RunningReferenceEngine) -> None:
+    lines: list[str] = []
+
+    async def run():  # noqa: ANN202 - RateCellResult
+        target = EngineTarget(engine.url, "reference-model")
+        prompts = await PromptIds.from_engine(target, "/tokenize", min_tokens=64, seed=6)
+        return await measure_rate_cell(target, RateCell(32, 16, 40.0, 12, warmup_requests=2), prompts,
+                                       ignore_eos=True, processes=1, progress=lines.append)
+
+    result = asyncio.run(run())
+    assert result.summary.completed == 12, result.summary.errors_by_kind
+    opened, wanted = result.connections
+    assert opened == wanted and 1 <= wanted <= 12
+    assert f"{opened} of {wanted} connections opened before the schedule" in "\n".join(lines)
