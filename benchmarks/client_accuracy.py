@@ -1,7 +1,7 @@
 """Client benchmark: how far the load generator's TTFT/TPOT are from the truth, and its limit.
 
 Not a test (nothing here passes or fails); it prints Markdown tables for
-``benchmarks/README.md``. Three parts, all against the built-in reference engine
+``benchmarks/README.md``. Four parts, all against the built-in reference engine
 on this host:
 
 1. Accuracy at concurrency 1, 32, 256 and 1024 (128/128, TTFT 50 ms, 10 ms per token,
@@ -13,13 +13,18 @@ on this host:
    in one process and 1024 spread); the table says how many did.
 2. The same cells through vLLM's own client, ``vllm bench serve`` (run from the
    vLLM CPU build's virtualenv, ``--vllm-python``), against the same kind of server.
-3. Events per second: streams of 2 ms per token at rising concurrency; per step
+3. Open loop (``--rates``, default 20,50 req/s; Poisson, seed 0, ``OPEN_SECONDS`` of
+   arrivals): P50 TTFT and TPOT of one open-loop cell (``open_loop.py``, one process,
+   connections opened first as the suite does) beside the engine-true figures, and
+   ``vllm bench serve --request-rate R`` on the same schedule's rate and seed.
+4. Events per second: streams of 2 ms per token at rising concurrency; per step
    the achieved event rate and the client's own timing error (its read stamp minus
    the engine's send stamp, P50 and P99). The highest rate whose P50 (and P99) error
    stays under 1 ms is the headline.
 
     python benchmarks/client_accuracy.py [--vllm-python PATH] [--tokenizer DIR] [--json OUT]
-        [--processes auto|N] [--concurrency 1,32,256,1024] [--parts accuracy,vllm,events]
+        [--processes auto|N] [--concurrency 1,32,256,1024] [--rates 20,50]
+        [--parts accuracy,vllm,open,events]
 
 A small run on a busy machine (the figures mean little; it checks the plumbing):
 ``--concurrency 1,8 --processes 2 --parts accuracy``.
@@ -47,8 +52,10 @@ from engine_acceptance.load.generator import (
     SpreadGenerator,
     analyse_round,
     build_bodies,
+    run_round,
 )
 from engine_acceptance.load.metrics import percentile
+from engine_acceptance.load.open_loop import RateCell, connections_to_open, open_connections, run_open_loop
 from engine_acceptance.load.process_plan import parse_load_processes
 from engine_acceptance.reference_engine.config import LatencyModel
 from engine_acceptance.reference_engine.launcher import start_reference_engine
@@ -59,6 +66,9 @@ TTFT_MS, TPOT_MS, INPUT, OUTPUT = 50.0, 10.0, 128, 128
 DEFAULT_CONCURRENCY = "1,32,256,1024"
 ROUNDS = 3
 RATE_TPOT_MS, RATE_OUTPUT = 2.0, 200
+DEFAULT_RATES = "20,50"
+# Seconds of arrivals per open-loop cell (at least 50 requests).
+OPEN_SECONDS = 10.0
 RATE_CONCURRENCY = (1, 8, 32, 64, 128, 256, 512)
 DEFAULT_VLLM_PYTHON = Path.home() / ".cache/engine-acceptance/real-engine/venv/bin/python"
 DEFAULT_TOKENIZER = Path.home() / ".cache/engine-acceptance/real-engine/model/gemma-3-270m"
@@ -112,14 +122,46 @@ async def ours(url: str, concurrency: int, requests: int, processes: int | None)
             "processes_reason": plan.reason}
 
 
-def vllm_bench(vllm_python: Path, tokenizer: Path, url: str, concurrency: int, requests: int) -> dict[str, Any]:
+async def ours_open_loop(url: str, rate: float) -> dict[str, Any]:
+    """One open-loop cell at ``rate``, as ``measure_rate_cell`` sends it, with the engine's truth beside."""
+    engine = target(url)
+    prompts = await PromptIds.from_engine(engine, "/tokenize", min_tokens=INPUT)
+    cell = RateCell(INPUT, OUTPUT, rate, max(50, round(rate * OPEN_SECONDS)), seed=0, warmup_requests=8)
+    shape = Cell(INPUT, OUTPUT, 1, cell.requests, cell.warmup_requests)
+    async with LoadGenerator(engine, 0) as generator:
+        warm = build_bodies(shape, prompts, model=engine.model, ignore_eos=True, count=cell.warmup_requests,
+                            first_index=0)
+        _, warmup = analyse_round(await run_round(generator.session, generator.url, warm, generator.headers,
+                                                  concurrency=len(warm)))
+        e2e_ms = warmup.metrics.get("p99_e2e_ms")
+        await open_connections(generator.session, engine.v1_url + "/models", generator.headers,
+                               connections_to_open(rate, cell.requests, e2e_ms / 1000 if e2e_ms else None))
+        bodies = build_bodies(shape, prompts, model=engine.model, ignore_eos=True, count=cell.requests,
+                              first_index=cell.warmup_requests)
+        sent = await run_open_loop(generator.session, generator.url, bodies, generator.headers, cell.offsets())
+    records, summary = analyse_round(sent.raw)
+    truths = [true_timing(r, rec.output_tokens or OUTPUT) for r, rec in zip(sent.raw.requests, records) if rec.ok]
+    truths = [t for t in truths if t is not None]
+    timing = sent.timing()
+    return {"rate": rate, "requests": cell.requests, "ttft": summary.metrics["p50_ttft_ms"],
+            "true_ttft": percentile([t.ttft_s for t in truths], 50) * 1000, "tpot": summary.metrics["p50_tpot_ms"],
+            "true_tpot": percentile([t.tpot_s for t in truths if t.tpot_s], 50) * 1000,
+            "lateness_p99_ms": timing.lateness_ms(99), "max_in_flight": timing.max_in_flight,
+            "errors": summary.failed}
+
+
+def vllm_bench(vllm_python: Path, tokenizer: Path, url: str, concurrency: int, requests: int,
+               rate: float | None = None) -> dict[str, Any]:
+    """``vllm bench serve`` at ``concurrency`` (closed) or, given ``rate``, open loop (Poisson, seed 0)."""
+    pacing = (["--max-concurrency", str(concurrency), "--num-warmups", str(concurrency)] if rate is None
+              else ["--request-rate", f"{rate:g}", "--burstiness", "1", "--seed", "0", "--num-warmups", "8"])
     with tempfile.TemporaryDirectory() as out:
         command = [str(vllm_python), "-c", VLLM_BENCH, "--backend", "vllm", "--base-url", url,
                    "--endpoint", "/v1/completions", "--model", "reference-model", "--tokenizer", str(tokenizer),
                    "--dataset-name", "random", "--random-input-len", str(INPUT), "--random-output-len", str(OUTPUT),
-                   "--ignore-eos", "--max-concurrency", str(concurrency), "--num-prompts", str(requests),
+                   "--ignore-eos", *pacing, "--num-prompts", str(requests),
                    "--temperature", "0", "--percentile-metrics", "ttft,tpot,itl,e2el",
-                   "--metric-percentiles", "50,95,99", "--num-warmups", str(concurrency), "--disable-tqdm",
+                   "--metric-percentiles", "50,95,99", "--disable-tqdm",
                    "--save-result", "--result-dir", out, "--result-filename", "result.json"]
         started = time.monotonic()
         done = subprocess.run(command, capture_output=True, text=True, timeout=1800,
@@ -182,6 +224,33 @@ def event_rates() -> list[dict[str, float]]:
     return steps
 
 
+def open_loop_part(latency: LatencyModel, rates: list[float], vllm_python: Path, tokenizer: Path
+                   ) -> list[dict[str, Any]]:
+    """Part 3: open-loop cells, ours against the engine's truth, vllm bench serve at the same rates."""
+    rows = []
+    with start_reference_engine(latency=latency, stream_chunk_tokens=1, stamp_events=True) as engine:
+        for rate in rates:
+            rows.append(asyncio.run(ours_open_loop(engine.url, rate)))
+    if vllm_python.exists():
+        with start_reference_engine(latency=latency, stream_chunk_tokens=1) as engine:
+            for row in rows:
+                result = vllm_bench(vllm_python, tokenizer, engine.url, 0, row["requests"], rate=row["rate"])
+                row["vllm_ttft"], row["vllm_tpot"] = result["median_ttft_ms"], result["median_tpot_ms"]
+    print(f"\n### Open loop, {INPUT}/{OUTPUT}, Poisson arrivals, seed 0, {OPEN_SECONDS:g} s of arrivals per "
+          f"cell (one client process)\n")
+    print("| rate req/s | requests | P50 TTFT ms: ours | engine-true | ours vs true | vllm bench serve | "
+          "P50 TPOT ms: ours | engine-true | ours vs true | vllm bench serve | send lateness P99 ms | "
+          "max in flight | errors |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    for r in rows:
+        theirs = (f"{r['vllm_ttft']:.2f}", f"{r['vllm_tpot']:.3f}") if "vllm_ttft" in r else ("-", "-")
+        print(f"| {r['rate']:g} | {r['requests']} | {r['ttft']:.2f} | {r['true_ttft']:.2f} | "
+              f"{pct(r['ttft'], r['true_ttft'])} | {theirs[0]} | {r['tpot']:.3f} | {r['true_tpot']:.3f} | "
+              f"{pct(r['tpot'], r['true_tpot'])} | {theirs[1]} | {r['lateness_p99_ms']:.3f} | "
+              f"{r['max_in_flight']} | {r['errors']} |")
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--vllm-python", type=Path, default=DEFAULT_VLLM_PYTHON,
@@ -193,8 +262,10 @@ def main() -> int:
                         help="Client processes per accuracy cell, as --load-processes (default: auto)")
     parser.add_argument("--concurrency", default=DEFAULT_CONCURRENCY,
                         help=f"Accuracy cells' concurrencies, comma-separated (default: {DEFAULT_CONCURRENCY})")
-    parser.add_argument("--parts", default="accuracy,vllm,events",
-                        help="Which parts to run: accuracy, vllm, events (default: all three)")
+    parser.add_argument("--rates", default=DEFAULT_RATES,
+                        help=f"Open-loop cells' request rates, comma-separated (default: {DEFAULT_RATES})")
+    parser.add_argument("--parts", default="accuracy,vllm,open,events",
+                        help="Which parts to run: accuracy, vllm, open, events (default: all four)")
     args = parser.parse_args()
     cells = [(c, requests_for(c)) for c in (int(part) for part in args.concurrency.split(","))]
     parts = set(args.parts.split(","))
@@ -245,6 +316,10 @@ def main() -> int:
                   f"{TPOT_MS:g} | {mine} | {v.get('failed', 0)} |")
     elif "vllm" in parts:
         print(f"\n(vllm bench serve skipped: {args.vllm_python} does not exist)")
+
+    if "open" in parts:
+        figures["open_loop"] = open_loop_part(latency, [float(r) for r in args.rates.split(",")],
+                                              args.vllm_python, args.tokenizer)
 
     if "events" in parts:
         figures["event_rate"] = event_rates()

@@ -5,12 +5,14 @@ built-in reference engine on this host (TTFT 50 ms, 10 ms per token, 32 tokens, 
 token per event, so requests in flight grow with the rate), one open-loop cell per
 rate and arrival process, ``--seconds`` of arrivals each: how many sends left more
 than 1 ms after their due time, the lateness P50/P99/max, the most requests in
-flight and the client's CPU share. Poisson arrivals (burstiness 1) put some requests
+flight, the client's CPU share, and the kernel's steal time during the cell
+(``/proc/stat``, all CPUs: time the hypervisor gave this VM's vCPUs to something
+else; the late sends follow it). Poisson arrivals (burstiness 1) put some requests
 due within microseconds of each other, so their lateness includes the previous
 send's own work in the client; even gaps (burstiness inf) show the timer alone.
 
     python benchmarks/open_loop_lateness.py [--rates 10,50,100,200] [--seconds 5] [--json OUT]
-        [--processes auto|N]
+        [--processes auto|N] [--pin]
 
 ``--processes`` sends each cell from that many client processes on one schedule and one
 clock, as ``--load-processes`` (default 1, the process this runs in).
@@ -44,6 +46,12 @@ from engine_acceptance.wire.client import ClientTimeouts, EngineTarget
 INPUT, OUTPUT = 128, 32
 
 
+def steal_ms() -> int:
+    """The kernel's steal time so far, all CPUs, in ms: time the hypervisor ran something else."""
+    with open("/proc/stat", encoding="ascii") as stat:
+        return 10 * int(stat.readline().split()[8])
+
+
 async def measure(url: str, rates: tuple[float, ...], seconds: float, processes: int | None
                   ) -> list[dict[str, Any]]:
     target = EngineTarget(url, "reference-model", timeouts=ClientTimeouts(total=600, idle=120))
@@ -53,8 +61,10 @@ async def measure(url: str, rates: tuple[float, ...], seconds: float, processes:
         for rate in rates:
             cell = RateCell(INPUT, OUTPUT, rate, max(50, round(rate * seconds)), burstiness=burstiness, seed=0,
                             warmup_requests=8)
+            stolen = steal_ms()
             result = await measure_rate_cell(target, cell, prompts, ignore_eos=True, first_index=index,
                                              processes=processes)
+            stolen = steal_ms() - stolen
             index += cell.warmup_requests + cell.requests
             sends = result.sends
             rows.append({"rate": format_rate(rate), "burstiness": format_rate(burstiness), "requests": cell.requests,
@@ -62,7 +72,7 @@ async def measure(url: str, rates: tuple[float, ...], seconds: float, processes:
                          "lateness_p99_ms": sends.lateness_ms(99), "lateness_max_ms": sends.lateness_ms(100),
                          "max_in_flight": sends.max_in_flight, "errors": result.summary.failed,
                          "client_cpu": result.summary.client.get("cpu_fraction", 0.0),
-                         "processes": result.processes})
+                         "processes": result.processes, "steal_ms": stolen})
     return rows
 
 
@@ -88,12 +98,12 @@ def main() -> None:
     print(f"load average {load:.2f} at the start, {os.getloadavg()[0]:.2f} at the end, on {os.cpu_count()} CPUs; "
           f"{time.monotonic() - started:.0f} s" + ("; engine pinned to CPU 0, client to CPU 1" if args.pin else "") + "\n")
     print(f"| rate req/s | burstiness | requests | late (> {LATE_S * 1000:g} ms) | lateness P50 / P99 / max ms "
-          f"| max in flight | errors | client CPU | client processes |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          f"| max in flight | errors | client CPU | client processes | steal ms |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         print(f"| {row['rate']} | {row['burstiness']} | {row['requests']} | {row['late']} | "
               f"{row['lateness_p50_ms']:.3f} / {row['lateness_p99_ms']:.3f} / {row['lateness_max_ms']:.3f} | "
-              f"{row['max_in_flight']} | {row['errors']} | {row['client_cpu']:.0%} | {row['processes']} |")
+              f"{row['max_in_flight']} | {row['errors']} | {row['client_cpu']:.0%} | {row['processes']} | {row['steal_ms']} |")
     if args.json:
         with open(args.json, "w", encoding="utf-8") as out:
             json.dump(rows, out, indent=1)

@@ -98,13 +98,14 @@ class RateCell:
         return arrival_offsets(self.requests, self.rate, burstiness=self.burstiness, seed=self.seed)
 
     def plan_processes(self, asked: int | None) -> ProcessPlan:
-        """How many client processes send this cell (``process_plan.py``): rate x output tokens."""
+        """How many client processes send this cell (``process_plan.py``): rate x output tokens, and the rate."""
         if math.isinf(self.rate):
             return plan_processes(asked, self.requests * ASSUMED_STREAM_EVENTS_PER_S, streams=self.requests,
                                   how=f"all {self.requests} requests at once x {ASSUMED_STREAM_EVENTS_PER_S:g} "
                                       f"events/s assumed")
         return plan_processes(asked, self.rate * self.output_tokens, streams=self.requests,
-                              how=f"{format_rate(self.rate)} req/s x {self.output_tokens} output tokens")
+                              how=f"{format_rate(self.rate)} req/s x {self.output_tokens} output tokens",
+                              sends_per_s=self.rate)
 
     def as_dict(self) -> dict[str, Any]:
         return {"key": self.key, "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,

@@ -9,7 +9,9 @@ before), kept simple on purpose:
 - closed loop at concurrency C: ``C x ASSUMED_STREAM_EVENTS_PER_S`` (every stream busy);
 - open loop at R requests a second of N output tokens: ``R x N`` (one event per token,
   in steady state whatever the engine's speed), and at an infinite rate, everything in
-  flight at once, like a closed loop at concurrency = requests.
+  flight at once, like a closed loop at concurrency = requests. An open-loop cell also
+  spreads when its R sends a second pass :data:`PROCESS_SEND_LIMIT_PER_S`: each send is
+  the client's costliest step, and a send due during another one's is late.
 
 A number N asks for N processes whatever the estimate. Either way a cell never gets more
 processes than it has streams (a process with nothing to send measures nothing), and the
@@ -23,13 +25,18 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ASSUMED_STREAM_EVENTS_PER_S", "PROCESS_EVENT_LIMIT_PER_S", "ProcessPlan", "parse_load_processes",
-           "plan_processes"]
+__all__ = ["ASSUMED_STREAM_EVENTS_PER_S", "PROCESS_EVENT_LIMIT_PER_S", "PROCESS_SEND_LIMIT_PER_S", "ProcessPlan",
+           "parse_load_processes", "plan_processes"]
 
 # Events a second one client process takes before its median timing error passes 1 ms:
 # benchmarks/README.md, "Events per second one client process takes" (about 27,000 on this
 # project's 2-vCPU machine, measured 2026-11-29; the engine shared the two cores).
 PROCESS_EVENT_LIMIT_PER_S = 27_000
+# Open-loop sends a second one client process keeps within 1 ms of their schedule at P99:
+# benchmarks/README.md, "Open-loop sends against their schedule" (200 req/s of 128/32, Poisson
+# or even, with the engine on its own CPU, measured 2026-12-02; at 400 the client used 82-92%
+# of a CPU and its P99 was 2.5-3.7 ms).
+PROCESS_SEND_LIMIT_PER_S = 200
 # One event every 10 ms per busy stream: the benchmark's latency model, and a small model's
 # decode speed on a fast GPU. A faster engine brings more; --load-processes N overrides.
 ASSUMED_STREAM_EVENTS_PER_S = 100.0
@@ -66,8 +73,11 @@ def parse_load_processes(text: str) -> int | None:
 
 
 def plan_processes(asked: int | None, expected_events_per_s: float, *, streams: int, how: str,
-                   cpus: int | None = None) -> ProcessPlan:
-    """``asked`` None is auto; ``streams`` caps the count; ``how`` says where the estimate came from."""
+                   cpus: int | None = None, sends_per_s: float = 0.0) -> ProcessPlan:
+    """``asked`` None is auto; ``streams`` caps the count; ``how`` says where the estimate came from.
+
+    ``sends_per_s``: an open-loop cell's request rate (0 for a closed loop).
+    """
     cpus = cpus or os.cpu_count() or 1
     streams = max(1, streams)
     expected = f"about {expected_events_per_s:,.0f} events/s expected ({how})"
@@ -75,13 +85,19 @@ def plan_processes(asked: int | None, expected_events_per_s: float, *, streams: 
         count = min(asked, streams)
         capped = f"; asked {asked}, the cell has {streams} stream(s)" if count < asked else ""
         return ProcessPlan(count, f"--load-processes {asked}{capped}; {expected}", expected_events_per_s)
-    if expected_events_per_s <= PROCESS_EVENT_LIMIT_PER_S:
-        return ProcessPlan(1, f"auto: {expected}, within one process's {PROCESS_EVENT_LIMIT_PER_S:,} events/s",
+    by_events = math.ceil(expected_events_per_s / PROCESS_EVENT_LIMIT_PER_S)
+    by_sends = math.ceil(sends_per_s / PROCESS_SEND_LIMIT_PER_S)
+    if max(by_events, by_sends) <= 1:
+        sends = f" and {PROCESS_SEND_LIMIT_PER_S:,} sends/s" if sends_per_s else ""
+        return ProcessPlan(1, f"auto: {expected}, within one process's {PROCESS_EVENT_LIMIT_PER_S:,} events/s{sends}",
                            expected_events_per_s)
-    wanted = math.ceil(expected_events_per_s / PROCESS_EVENT_LIMIT_PER_S)
+    wanted = max(by_events, by_sends)
     count = max(1, min(wanted, cpus, streams))
+    above = [f"above one process's {PROCESS_EVENT_LIMIT_PER_S:,} events/s"] if by_events > 1 else []
+    if by_sends > 1:
+        above.append(f"{sends_per_s:,.0f} sends/s, above one process's {PROCESS_SEND_LIMIT_PER_S:,}")
     limits = []
     if count < wanted:
         limits.append(f"{wanted} wanted, at most {min(cpus, streams)} ({cpus} CPUs, {streams} streams)")
-    return ProcessPlan(count, "; ".join([f"auto: {expected}, above one process's {PROCESS_EVENT_LIMIT_PER_S:,} "
-                                         f"events/s", *limits]), expected_events_per_s)
+    return ProcessPlan(count, "; ".join([f"auto: {expected}, " + " and ".join(above), *limits]),
+                       expected_events_per_s)

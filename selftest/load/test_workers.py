@@ -37,7 +37,8 @@ from engine_acceptance.load.open_loop import (
     measure_rate_cell,
     merge_open_loop,
 )
-from engine_acceptance.load.process_plan import PROCESS_EVENT_LIMIT_PER_S, parse_load_processes, plan_processes
+from engine_acceptance.load.process_plan import (PROCESS_EVENT_LIMIT_PER_S, PROCESS_SEND_LIMIT_PER_S,
+                                                  parse_load_processes, plan_processes)
 from engine_acceptance.load.workers import WorkerError, WorkerPool, split_concurrency, split_indices
 from engine_acceptance.reference_engine.config import LatencyModel
 from engine_acceptance.reference_engine.launcher import RunningReferenceEngine, start_reference_engine
@@ -141,6 +142,10 @@ def test_auto_keeps_one_process_until_the_expected_events_pass_the_measured_limi
     # Open loop: rate x output tokens.
     assert RateCell(128, 32, 100.0, 500).plan_processes(None).processes == 1
     assert RateCell(128, 1000, 100.0, 500).plan_processes(None).expected_events_per_s == 100_000
+    # ...and its sends: past what one process keeps on time, though its events are few.
+    sends = plan_processes(None, 4 * PROCESS_SEND_LIMIT_PER_S, streams=4000, how="x", cpus=8,
+                           sends_per_s=4 * PROCESS_SEND_LIMIT_PER_S)
+    assert sends.processes == 4 and f"above one process's {PROCESS_SEND_LIMIT_PER_S:,}" in sends.reason
 
 
 def test_a_number_of_processes_is_taken_as_given_but_never_more_than_the_streams() -> None:
