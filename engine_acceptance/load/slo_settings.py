@@ -15,14 +15,16 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from engine_acceptance.load.arrivals import DEFAULT_LOAD_SEED, parse_rates
 from engine_acceptance.load.open_loop import RateCell
 from engine_acceptance.load.settings import SettingsError
 from engine_acceptance.load.slo import DEFAULT_TARGET, SLO_METRICS, SloSpec, parse_slo_limits
+
+T = TypeVar("T")
 
 __all__ = ["DEFAULT_RATE", "DEFAULT_REQUESTS", "DEFAULT_SHAPE", "OpenLoopSettings", "open_loop_settings_from_options"]
 
@@ -93,24 +95,24 @@ def _min_goodput(raw: str | None) -> float | None:
     return value
 
 
+def _parsed(option: str, parse: Callable[[str], T], text: str | None) -> T | None:
+    """``parse(text)`` unless the option was not given; its ValueError as a SettingsError naming the option."""
+    if text is None:
+        return None
+    try:
+        return parse(text)
+    except ValueError as exc:
+        raise SettingsError(option, str(exc)) from None
+
+
 def open_loop_settings_from_options(*, request_rate: str | None, burstiness: str, load_seed: int, slo: str | None,
                                     slo_target: str | None, slo_min_goodput: str | None, slo_requests: int | None,
                                     slo_shape: str, slo_search: bool) -> OpenLoopSettings:
     """Validate every open-loop option; SettingsError names the option and the value."""
-    rates = None
-    if request_rate is not None:
-        try:
-            rates = parse_rates(request_rate)
-        except ValueError as exc:
-            raise SettingsError("--request-rate", str(exc)) from None
+    rates = _parsed("--request-rate", parse_rates, request_rate)
     shape_burst = _number("--burstiness", burstiness, above=0)
     assert shape_burst is not None
-    limits = None
-    if slo is not None:
-        try:
-            limits = parse_slo_limits(slo)
-        except ValueError as exc:
-            raise SettingsError("--slo", str(exc)) from None
+    limits = _parsed("--slo", parse_slo_limits, slo)
     if slo_requests is not None and slo_requests < 1:
         raise SettingsError("--slo-requests", f"{slo_requests!r} must be at least 1")
     match = _SHAPE.match(slo_shape.strip())
