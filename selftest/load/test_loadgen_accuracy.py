@@ -6,8 +6,8 @@ that is the client's clock too, so each request's true TTFT and TPOT (what the
 engine really did, from the same client send time) stand beside what the load
 generator reports. At concurrency 32, for the 128/128 and the 4096/128 shapes, the
 median over five rounds of the reported P50 TTFT and P50 TPOT must be within 2% of the
-true ones. The self-tests that load every CPU wait while this one runs (``cpu_alone``):
-what is measured is the client's error, not its neighbours'.
+true ones. No other self-test runs while this module does (``cpu_alone`` in
+``selftest/conftest.py``): what is measured is the client's error, not its neighbours'.
 
 Why against the engine's stamps and not against the nominal 50 ms: a Python engine
 on a shared 2-core machine does not itself deliver its latency model exactly when
@@ -35,7 +35,7 @@ TTFT_MS, TPOT_MS = 50.0, 10.0
 CONCURRENCY, REQUESTS, ROUNDS = 32, 64, 5
 TOLERANCE = 0.02
 
-pytestmark = pytest.mark.usefixtures("cpu_alone")
+pytestmark = [pytest.mark.cpu_alone, pytest.mark.usefixtures("cpu_alone")]
 
 
 @pytest.fixture(scope="module")

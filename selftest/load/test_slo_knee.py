@@ -71,7 +71,6 @@ async def find_knee(url: str) -> SearchResult:
                                                        max_steps=10))
 
 
-@pytest.mark.usefixtures("cpu_alone")
 def test_the_search_brackets_the_latency_models_knee_within_one_step(engine: RunningReferenceEngine) -> None:
     result = asyncio.run(find_knee(engine.url))
     print(f"\nknee by the latency model: {KNEE_RATE:.2f} req/s; search: {result.stopped}")

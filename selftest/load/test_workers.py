@@ -199,7 +199,6 @@ def pool() -> Iterator[WorkerPool]:
         workers.stop()
 
 
-@pytest.mark.usefixtures("cpu_alone")
 def test_every_worker_runs_its_own_job_in_its_own_process_from_one_start(pool: WorkerPool) -> None:
     results, start_at = pool.run_round(echo, ["first", "second"])
     assert [job for job, _, _ in results] == ["first", "second"]
@@ -210,7 +209,6 @@ def test_every_worker_runs_its_own_job_in_its_own_process_from_one_start(pool: W
     assert [job for job, _, _ in again] == ["third", "fourth"]
 
 
-@pytest.mark.usefixtures("cpu_alone")
 @pytest.mark.parametrize(("job", "reason"), [("raise", r"raised RuntimeError: boom in the worker"),
                                              ("die", r"died \(exit code 3\)")], ids=["raises", "dies"])
 def test_a_worker_that_raises_or_dies_is_an_error_naming_it(pool: WorkerPool, job: str, reason: str) -> None:
@@ -218,7 +216,6 @@ def test_a_worker_that_raises_or_dies_is_an_error_naming_it(pool: WorkerPool, jo
         pool.run_round(misbehave, ["fine", job])
 
 
-@pytest.mark.usefixtures("cpu_alone")
 def test_a_worker_that_cannot_open_its_session_is_an_error_naming_it() -> None:
     workers = WorkerPool(open_nothing, [None, "refuse"])
     workers.start()
@@ -249,7 +246,6 @@ async def _closed(url: str, processes: int):  # noqa: ANN202 - CellResult
                               processes=processes)
 
 
-@pytest.mark.usefixtures("cpu_alone")
 def test_two_processes_send_the_same_requests_as_one_with_tpot_near_the_model(engine: RunningReferenceEngine
                                                                               ) -> None:
     one, two = (asyncio.run(_closed(engine.url, processes)) for processes in (1, 2))
@@ -266,7 +262,6 @@ def test_two_processes_send_the_same_requests_as_one_with_tpot_near_the_model(en
     assert two.as_dict()["client_processes"] == 2
 
 
-@pytest.mark.usefixtures("cpu_alone")
 def test_an_open_loop_cell_in_two_processes_keeps_the_whole_schedule(engine: RunningReferenceEngine) -> None:
     async def run():  # noqa: ANN202 - RateCellResult
         target = EngineTarget(engine.url, "reference-model")
@@ -287,7 +282,6 @@ def test_an_open_loop_cell_in_two_processes_keeps_the_whole_schedule(engine: Run
     assert result.as_dict()["connections_opened_before"] == opened
 
 
-@pytest.mark.usefixtures("cpu_alone")
 def test_an_open_loop_cell_opens_the_connections_it_will_hold_before_its_schedule(
         engine: RunningReferenceEngine) -> None:
     lines: list[str] = []
