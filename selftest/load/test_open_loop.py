@@ -84,9 +84,10 @@ def test_sleep_until_a_passed_deadline_returns_without_waiting() -> None:
     clock = ScriptedClock()
 
     async def go() -> None:
-        await sleep_until(clock.now - 1.0, clock)
+        # A scripted clock never moves: a wait would never end, so it fails here as a timeout, not a hang.
+        await asyncio.wait_for(sleep_until(clock.now - 1.0, clock), timeout=2.0)
 
-    asyncio.run(go())  # a scripted clock never moves: any wait would never end
+    asyncio.run(go())
 
 
 def scripted_wait(clock: ScriptedClock, late_by: dict[int, float], *, yields: int = 0):
