@@ -154,16 +154,32 @@ class CapabilityRow:
     ran: int
     skipped: int
     failed: int
-    result: str  # passed, failed, known defects, not tested, FAIL: ...
+    result: str  # passed, N failed, known broken, not tested, not selected, FAIL: ...
     coverage_failure: str | None
+    # Checks that passed outright, and that failed as an expected-failure record describes.
+    passed: int = 0
+    known: int = 0
+    # Tested means a genuine pass: at least one of its checks passed outright.
+    tested: bool = False
+    # Allowed to end the run with every selected check skipped (--allow-untested).
+    allowed_untested: bool = False
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
 
 def coverage_rows(plans: Mapping[str, CapabilityPlan],
-                  outcomes: Iterable[tuple[frozenset[str], str, str]]) -> list[CapabilityRow]:
-    """Judge each capability from the checks' outcomes: (capabilities covered, outcome, reason)."""
+                  outcomes: Iterable[tuple[frozenset[str], str, str]],
+                  allow_untested: frozenset[str] = frozenset()) -> list[CapabilityRow]:
+    """Judge each capability from the checks' outcomes: (capabilities covered, outcome, reason).
+
+    A capability counts as tested only when at least one of its checks passed outright: one
+    whose every executed check failed as a record is *known broken*, not passed, and a
+    required one fails the gate. A capability the run meant to test (served, broken,
+    declared, required, or one every server has) whose selected checks were all skipped
+    fails the gate unless `allow_untested` names it; one whose checks `-m` did not select
+    is "not selected in this run" (a failure only when required).
+    """
     tally: dict[str, dict[str, int]] = {name: {} for name in plans}
     skip_reasons: dict[str, list[str]] = {name: [] for name in plans}
     for covers, outcome, reason in outcomes:
@@ -171,32 +187,56 @@ def coverage_rows(plans: Mapping[str, CapabilityPlan],
             tally[name][outcome] = tally[name].get(outcome, 0) + 1
             if outcome == "skipped" and reason:
                 skip_reasons[name].append(reason)
-    rows = []
-    for name, plan in plans.items():
-        counts = tally[name]
-        ran = sum(counts.get(k, 0) for k in ("passed", "failed", "known_defect", "stale_record"))
-        failed = counts.get("failed", 0) + counts.get("stale_record", 0)
-        skipped = counts.get("skipped", 0)
-        failure = None
-        if plan.required and plan.discovered == "not_served":
-            failure = f"required capability {name!r} is not served: {plan.evidence}"
-        elif plan.required and ran == 0:
-            why = f" ({skipped} skipped: {skip_reasons[name][0]})" if skipped else " (none selected in this run)"
-            failure = f"required capability {name!r} was not tested: none of its checks ran{why}"
-        if failure:
-            result = "FAIL: " + failure
-        elif ran == 0 and not plan.tested:
-            result = f"not tested: {plan.reason}"
-        elif ran == 0 and skipped:
-            result = f"not tested: all {skipped} skipped ({skip_reasons[name][0] if skip_reasons[name] else '?'})"
-        elif ran == 0:
-            result = "not selected in this run"
-        elif failed:
-            result = f"{failed} failed"
-        elif counts.get("known_defect"):
-            result = f"passed ({counts['known_defect']} known defect(s))"
-        else:
-            result = "passed"
-        rows.append(CapabilityRow(name, plan.declared, plan.discovered, plan.evidence, plan.required, ran, skipped,
-                                  failed, result, failure))
-    return rows
+    return [_row(plan, tally[name], skip_reasons[name], name in allow_untested) for name, plan in plans.items()]
+
+
+def _row(plan: CapabilityPlan, counts: Mapping[str, int], skip_reasons: list[str], allowed: bool) -> CapabilityRow:
+    name = plan.name
+    passed, known = counts.get("passed", 0), counts.get("known_defect", 0)
+    failed = counts.get("failed", 0) + counts.get("stale_record", 0)
+    ran = passed + known + failed
+    skipped = counts.get("skipped", 0)
+    first_skip = skip_reasons[0] if skip_reasons else "no reason given"
+    failure = None
+    result = ""
+    if plan.required and plan.discovered == "not_served":
+        failure = f"required capability {name!r} is not served: {plan.evidence}"
+    elif plan.required and ran == 0:
+        why = f" ({skipped} skipped: {first_skip})" if skipped else " (none selected in this run)"
+        failure = f"required capability {name!r} was not tested: none of its checks ran{why}"
+    elif plan.required and not passed and not failed:
+        # Failed checks already fail the gate; a required capability known only as broken must too.
+        failure = (f"required capability {name!r} is known broken: all {known} of its executed checks failed as "
+                   "expected-failure records describe, none passed")
+    elif plan.tested and ran == 0 and skipped and not allowed:
+        failure = (f"capability {name!r} is {_meant(plan)} but was not tested: all {skipped} of its selected checks "
+                   f"were skipped ({first_skip}); if that is intended, run with --allow-untested {name}")
+    if failure:
+        result = "FAIL: " + failure
+    elif ran == 0 and not plan.tested:
+        result = f"not tested: {plan.reason}"
+    elif ran == 0 and skipped:
+        result = f"not tested (allowed with --allow-untested): all {skipped} skipped ({first_skip})"
+    elif ran == 0:
+        result = "not selected in this run"
+    elif failed:
+        result = f"{failed} failed" + (f", {passed} passed" if passed else "") + (f", {known} known" if known else "")
+    elif not passed:
+        result = f"known broken ({known} record{'s' if known != 1 else ''}): no check passed"
+    elif known:
+        result = f"passed ({known} known defect(s))"
+    else:
+        result = "passed"
+    return CapabilityRow(name, plan.declared, plan.discovered, plan.evidence, plan.required, ran, skipped, failed,
+                         result, failure, passed=passed, known=known, tested=passed > 0, allowed_untested=allowed)
+
+
+def _meant(plan: CapabilityPlan) -> str:
+    """Why the run meant to test the capability, for a gate failure."""
+    if plan.discovered in ("served", "broken"):
+        return f"{plan.discovered.replace('_', ' ')} by the deployment"
+    if plan.declared:
+        return "declared by the model profile"
+    if plan.required:
+        return "required"
+    return "tested on every deployment"

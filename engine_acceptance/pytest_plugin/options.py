@@ -139,6 +139,10 @@ def add_options(parser: pytest.Parser) -> None:
     add("--expect", action="append", default=[], metavar="CAP[,CAP...]",
         help="Capabilities the deployment must serve, e.g. tools,image (repeatable; adds to the model "
              "profile's expect). One that is not served, or whose checks all skip, fails the gate")
+    add("--allow-untested", action="append", default=[], metavar="CAP[,CAP...]",
+        help="Capabilities the deployment serves (or the profile declares) that may end the run with every "
+             "selected check skipped (repeatable); without it such a capability fails the gate, since a pass "
+             "must mean it was tested")
     add("--probe-timeout", type=positive_seconds, default=60.0,
         help="Seconds one capability probe (a few dozen output tokens) may take before the capability "
              "counts as broken (default: 60, at most --request-timeout)")
@@ -266,6 +270,8 @@ class AcceptanceOptions:
     profile: str | None
     profiles_dirs: tuple[Path, ...]
     expected: frozenset[str]
+    # --allow-untested: served or declared capabilities whose checks may all be skipped.
+    allow_untested: frozenset[str]
     timeouts: ClientTimeouts
     probe_timeout: float
     readiness_timeout: float
@@ -307,8 +313,13 @@ class AcceptanceOptions:
                              "built-in reference engine only; drop them or drop --engine-url")
         try:
             expected = validate_capability_names(",".join(opt.expect).split(","), source="--expect")
+            allow_untested = validate_capability_names(",".join(opt.allow_untested).split(","),
+                                                       source="--allow-untested")
         except ValueError as exc:
             raise UsageError(str(exc)) from None
+        if expected & allow_untested:
+            raise UsageError(f"--allow-untested {','.join(sorted(expected & allow_untested))}: also required with "
+                             "--expect; a required capability must be tested, so drop one of the two")
         profiles_dirs = tuple(Path(p) for p in config.getini("profiles_dirs")) + tuple(
             Path(config.invocation_params.dir, p) for p in opt.profiles_dir)
         return cls(
@@ -319,6 +330,7 @@ class AcceptanceOptions:
             profile=opt.profile,
             profiles_dirs=profiles_dirs,
             expected=frozenset(expected),
+            allow_untested=allow_untested,
             timeouts=ClientTimeouts(connect=opt.connect_timeout, idle=opt.idle_timeout, total=opt.request_timeout),
             probe_timeout=opt.probe_timeout,
             readiness_timeout=opt.readiness_timeout,

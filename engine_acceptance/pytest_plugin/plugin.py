@@ -101,7 +101,7 @@ def _configure(config: pytest.Config) -> None:
         if WORKER_INPUT_KEY in workerinput:
             config.stash[session_key] = AcceptanceSession.from_dict(workerinput[WORKER_INPUT_KEY])
         return
-    gate = GateCollector(stale_records_fail=options.stale_records_fail)
+    gate = GateCollector(stale_records_fail=options.stale_records_fail, allow_untested=options.allow_untested)
     config.stash[gate_key] = gate
     gate_hooks = GateHooks(gate, options.gate_json)
     config.pluginmanager.register(gate_hooks, "engine-acceptance-gate")

@@ -5,8 +5,10 @@ turns them into the verdict a release pipeline reads: a short terminal table by
 check group, the capability table (declared, discovered, required, tested,
 result) and a machine-readable ``gate.json`` with the figures the measurements
 recorded. The gate passes only when at least one check ran, no check failed, no
-expected-failure record went stale (unless stale records are only warned about)
-and every required capability was served and tested.
+expected-failure record went stale (unless stale records are only warned about),
+every required capability was served and tested (a genuine pass, not only known
+defects), and every capability the run meant to test had a check that ran (unless
+``--allow-untested`` names it).
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ class GateCollector:
     plans: Mapping[str, CapabilityPlan] = field(default_factory=dict)
     engine_facts: list[str] = field(default_factory=list)
     figures: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # --allow-untested: capabilities that may end the run with every selected check skipped.
+    allow_untested: frozenset[str] = frozenset()
 
     def add(self, nodeid: str, keywords: Iterable[str], when: str, outcome: str, wasxfail: str | None,
             longrepr: str, user_properties: Iterable[tuple[str, Any]] = ()) -> None:
@@ -99,7 +103,8 @@ class GateCollector:
         return sum(1 for item in self.outcomes.values() if item.outcome != "skipped")
 
     def capability_rows(self) -> list[CapabilityRow]:
-        return coverage_rows(self.plans, ((i.covers, i.outcome, i.reason) for i in self.outcomes.values()))
+        return coverage_rows(self.plans, ((i.covers, i.outcome, i.reason) for i in self.outcomes.values()),
+                             self.allow_untested)
 
     def gate_failures(self) -> list[str]:
         """Why the gate fails beyond failed checks: nothing ran, a required capability untested."""

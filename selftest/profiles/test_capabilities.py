@@ -90,3 +90,58 @@ def test_figures_recorded_by_checks_reach_the_verdict_and_coverage_does_not() ->
     assert verdict["figures"] == {"t::a": {"ttft_s": 0.25, "cells": {"128/128@1": {"output_tok_s": 15.2}}}}
     text = next(row for row in verdict["capabilities"] if row["name"] == "text")
     assert text["ran"] == 1 and text["result"] == "passed"
+
+
+# --- tested means a genuine pass (issue 26, point 2) ---------------------------------------------
+
+def _rows(plans: dict, outcomes: list[tuple[str, str]], allow: frozenset[str] = frozenset()) -> dict:
+    """Coverage rows from (capability, outcome) pairs, each covering just that capability."""
+    pairs = [(frozenset({name}), outcome, "the reason" if outcome == "skipped" else "") for name, outcome in outcomes]
+    return {row.name: row for row in coverage_rows(plans, pairs, allow)}
+
+
+def test_a_capability_whose_checks_all_failed_as_records_is_known_broken_not_passed() -> None:
+    plans = plan_capabilities(GENERIC, FakeDiscovery({"image": FakeProbe("broken", "image_url part dropped")}),
+                              frozenset())
+    rows = _rows(plans, [("text", "passed"), ("image", "known_defect"), ("image", "known_defect")])
+    assert rows["image"].result == "known broken (2 records): no check passed"
+    assert not rows["image"].tested and rows["image"].coverage_failure is None  # not required: said, not failed
+    assert rows["text"].tested and rows["text"].result == "passed"
+
+
+def test_a_required_capability_with_only_known_defects_fails_the_gate() -> None:
+    # The old verdict read "passed (2 known defect(s))" and counted it as tested.
+    plans = plan_capabilities(GENERIC, FakeDiscovery({"image": FakeProbe("broken", "image_url part dropped")}),
+                              frozenset({"image"}))
+    rows = _rows(plans, [("text", "passed"), ("image", "known_defect"), ("image", "known_defect")])
+    assert rows["image"].coverage_failure == (
+        "required capability 'image' is known broken: all 2 of its executed checks failed as expected-failure "
+        "records describe, none passed")
+    rows = _rows(plans, [("text", "passed"), ("image", "known_defect"), ("image", "passed")])
+    assert rows["image"].coverage_failure is None and rows["image"].result == "passed (1 known defect(s))"
+
+
+def test_a_served_capability_whose_checks_all_skipped_fails_unless_allowed() -> None:
+    # The old verdict read "not tested: all 3 skipped" and passed the gate.
+    plans = plan_capabilities(GENERIC, FakeDiscovery({"tools": FakeProbe("served")}), frozenset())
+    rows = _rows(plans, [("text", "passed"), ("tools", "skipped"), ("tools", "skipped"), ("tools", "skipped")])
+    assert rows["tools"].coverage_failure == (
+        "capability 'tools' is served by the deployment but was not tested: all 3 of its selected checks were "
+        "skipped (the reason); if that is intended, run with --allow-untested tools")
+    allowed = _rows(plans, [("text", "passed"), ("tools", "skipped")], frozenset({"tools"}))
+    assert allowed["tools"].coverage_failure is None and allowed["tools"].allowed_untested
+    assert allowed["tools"].result == "not tested (allowed with --allow-untested): all 1 skipped (the reason)"
+    # A capability whose checks -m did not select is not a failure, and one not served stays skipped.
+    assert _rows(plans, [("text", "passed")])["tools"].result == "not selected in this run"
+    refused = plan_capabilities(GENERIC, FakeDiscovery({"tools": FakeProbe("not_served", "HTTP 400: no parser")}),
+                                frozenset())
+    assert _rows(refused, [("text", "passed"), ("tools", "skipped")])["tools"].coverage_failure is None
+
+
+def test_the_gate_fails_on_a_required_capability_known_only_as_broken() -> None:
+    gate = GateCollector(plans=plan_capabilities(GENERIC, FakeDiscovery({}), frozenset({"tools"})))
+    gate.add("t::a", ["text"], "call", "passed", None, "", [(COVERS_PROPERTY, "text")])
+    gate.add("t::b", ["tools"], "call", "skipped", "known defect (x): y", "", [(COVERS_PROPERTY, "tools")])
+    assert not gate.passed
+    assert "required capability 'tools' is known broken" in gate.gate_failures()[0]
+    assert gate.verdict()["capabilities"][5]["name"] == "tools" and not gate.verdict()["capabilities"][5]["tested"]
