@@ -139,6 +139,10 @@ def add_options(parser: pytest.Parser) -> None:
     add("--expect", action="append", default=[], metavar="CAP[,CAP...]",
         help="Capabilities the deployment must serve, e.g. tools,image (repeatable; adds to the model "
              "profile's expect). One that is not served, or whose checks all skip, fails the gate")
+    add("--not-served", action="append", default=[], metavar="CAP[,CAP...]",
+        help="Capabilities this deployment leaves off on purpose, e.g. tools,image (repeatable; adds to the model "
+             "profile's not_served): skipped as 'not served (stated)'. Without it, a 4xx the engine profile does "
+             "not list as a refusal is broken and fails the capability's checks")
     add("--probe-timeout", type=positive_seconds, default=60.0,
         help="Seconds one capability probe (a few dozen output tokens) may take before the capability "
              "counts as broken (default: 60, at most --request-timeout)")
@@ -266,6 +270,8 @@ class AcceptanceOptions:
     profile: str | None
     profiles_dirs: tuple[Path, ...]
     expected: frozenset[str]
+    # --not-served: capabilities the user states are off on purpose.
+    not_served: frozenset[str]
     timeouts: ClientTimeouts
     probe_timeout: float
     readiness_timeout: float
@@ -307,8 +313,12 @@ class AcceptanceOptions:
                              "built-in reference engine only; drop them or drop --engine-url")
         try:
             expected = validate_capability_names(",".join(opt.expect).split(","), source="--expect")
+            not_served = validate_capability_names(",".join(opt.not_served).split(","), source="--not-served")
         except ValueError as exc:
             raise UsageError(str(exc)) from None
+        if expected & not_served:
+            raise UsageError(f"--not-served and --expect both name {', '.join(sorted(expected & not_served))}: a "
+                             "capability is either required or off on purpose")
         profiles_dirs = tuple(Path(p) for p in config.getini("profiles_dirs")) + tuple(
             Path(config.invocation_params.dir, p) for p in opt.profiles_dir)
         return cls(
@@ -319,6 +329,7 @@ class AcceptanceOptions:
             profile=opt.profile,
             profiles_dirs=profiles_dirs,
             expected=frozenset(expected),
+            not_served=frozenset(not_served),
             timeouts=ClientTimeouts(connect=opt.connect_timeout, idle=opt.idle_timeout, total=opt.request_timeout),
             probe_timeout=opt.probe_timeout,
             readiness_timeout=opt.readiness_timeout,
