@@ -407,7 +407,8 @@ async def _probe_media(chat: SdkChatClient, capability: str, content_type: str, 
     exchanges = await asyncio.gather(chat.chat(with_media, stream=False), chat.chat(without, stream=False))
     state, evidence = classify_media(*exchanges, content_type=content_type, noun=capability, rules=rules)
     settings = {"content_type": content_type} if state != "not_served" else {}
-    return Probe(capability, state, _cap(f"{media.name}: {evidence}"), settings)
+    # Not capped again: the evidence is, and a broken one ends with the command that states the intent.
+    return Probe(capability, state, f"{media.name}: {evidence}", settings)
 
 
 async def _probe_tokenize(raw: RawStreamingClient, model: str, endpoint: str, rules: RefusalRules) -> Probe:

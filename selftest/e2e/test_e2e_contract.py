@@ -114,8 +114,8 @@ def test_an_engine_that_refuses_response_format_skips_the_structured_checks_in_i
     assert outcomes and set(outcomes.values()) == {"skipped"}, outcomes
     # Alone in the selection, a run that skipped everything is no pass: "no check ran".
     assert result.ret == 1 and "no check ran" in result.stdout.str(), result.stdout.str()[-3000:]
-    result.stdout.fnmatch_lines(["*not served by the engine: HTTP 400: response_format 'json_schema' is not "
-                                 "supported: this server has no structured-output backend*"])
+    result.stdout.fnmatch_lines(["*not served by the engine: HTTP 400: Structured output is not supported on the "
+                                 "reference platform.*"])
 
 
 def test_a_seed_that_does_not_repeat_is_a_warning_not_a_failure(pytester: pytest.Pytester) -> None:
