@@ -108,8 +108,10 @@ CONVENTIONS: dict[str, Convention] = {
         empty_tool_calls=[],
         detokenize_field="prompt",
         tool_call_id_prefix="chatcmpl-tool-",
-        # vLLM Processor._validate_structured_output on a platform without structured outputs.
-        no_structured_outputs="Structured output is not supported on the reference platform.",
+        # vLLM 0.32 cannot be started without a structured-output backend, so it has no such refusal:
+        # this 400 is no vLLM refusal, and discovery calls it broken (state it: --not-served).
+        no_structured_outputs=("response_format 'json_schema' is not supported: this server has no "
+                               "structured-output backend"),
     ),
     "sglang": Convention(
         name="sglang",

@@ -181,16 +181,21 @@ def test_error_body_under_200_is_broken(engines: Engines) -> None:
     assert probe.state == "broken" and "error body instead of a reply" in probe.evidence, probe
 
 
-@pytest.mark.parametrize(("convention", "words"), [
-    ("vllm", "Structured output is not supported on the reference platform."),
-    ("sglang", "Grammar-based generation (json_schema, regex, ebnf, structural_tag) is not supported when the "
-               "server is launched with --grammar-backend none"),
-])
-def test_engine_without_structured_outputs_refuses_response_format_in_its_words(
-        engines: Engines, convention: str, words: str) -> None:
-    discovery = run_discovery(engines, engine_profile=convention, convention=convention, structured_outputs=False)
+def test_engine_without_structured_outputs_refuses_response_format_in_sglangs_words(engines: Engines) -> None:
+    words = ("Grammar-based generation (json_schema, regex, ebnf, structural_tag) is not supported when the "
+             "server is launched with --grammar-backend none")
+    discovery = run_discovery(engines, engine_profile="sglang", convention="sglang", structured_outputs=False)
     assert discovery.probes["structured_outputs"] == Probe("structured_outputs", "not_served", f"HTTP 400: {words}")
     assert states(discovery)["tools"] == "served"
+
+
+def test_a_vllm_refusing_response_format_is_broken_since_vllm_has_no_such_refusal(engines: Engines) -> None:
+    # vLLM 0.32 always has a structured-output backend: a 400 to the probe is a fault, not a refusal.
+    probe = run_discovery(engines, structured_outputs=False).probes["structured_outputs"]
+    assert probe.state == "broken", probe
+    assert probe.evidence.startswith("HTTP 400: response_format 'json_schema' is not supported"), probe
+    assert probe.evidence.endswith("run with --not-served structured_outputs (or not_served: [structured_outputs] "
+                                   "in the model profile)"), probe
 
 
 def test_engine_without_the_responses_api_answers_404_in_its_words(engines: Engines) -> None:
@@ -456,8 +461,6 @@ def _cut(content: str) -> dict[str, Any]:
         pytest.param(exchange(200, chat_body("", reasoning="Let me think")), "served",
                      "HTTP 200: accepted; reasoning only within 32 tokens, the JSON is judged by the checks",
                      id="reasoning-only"),
-        pytest.param(exchange(400, {"error": {"message": "Structured output is not supported on TPU."}}),
-                     "not_served", "HTTP 400: Structured output is not supported on TPU.", id="400"),
         pytest.param(exchange(400, {"error": {"message": "response_format is not supported"}}), "broken",
                      "HTTP 400: response_format is not supported: not a refusal engine profile 'vllm' recognizes "
                      "for structured_outputs; if the deployment does not offer structured_outputs on purpose, run "
