@@ -123,7 +123,8 @@ class EngineSpec:
 def _parse_engine(text: str) -> EngineSpec:
     name, sep, rest = text.partition("=")
     if not sep or not rest:
-        raise CompareUsageError(f"--engine {text!r}: expected NAME=URL[,profile=P][,model=M][,api-key-env=VAR][,not-served=CAP[+CAP]]")
+        raise CompareUsageError(f"--engine {text!r}: expected NAME=URL[,profile=P][,model=M][,api-key-env=VAR]"
+                                "[,not-served=CAP[+CAP]]")
     url, *options = rest.split(",")
     spec = EngineSpec(name=name, url=url)
     for option in options:
@@ -187,7 +188,8 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
                                      epilog="Arguments after -- go to every pytest run, e.g. -- --throughput-shapes "
                                             "128/128@4x16 --throughput-rounds 3")
     parser.add_argument("--engine", action=_Target, dest="targets", metavar="NAME=URL[,profile=P][,model=M]"
-                        "[,api-key-env=VAR][,not-served=CAP[+CAP]]", help="An engine to compare (repeatable; columns in command-line order)")
+                        "[,api-key-env=VAR][,not-served=CAP[+CAP]]",
+                        help="An engine to compare (repeatable; columns in command-line order)")
     parser.add_argument("--reference", action=_Target, dest="targets", metavar="NAME[:ttft_ms=..,tpot_ms=..]",
                         help="A built-in reference engine started for its turn, with this latency model (repeatable)")
     parser.add_argument("--out", required=True, type=Path, metavar="DIR", help="Where every run's files and the "

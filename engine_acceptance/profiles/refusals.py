@@ -78,7 +78,8 @@ def unrecognized_note(rules: RefusalRules, capability: str) -> str:
     return f"not a refusal engine profile {rules.profile!r} recognizes for {capability}; {how}"
 
 
-def parse_refusals(data: Mapping[str, Any] | None, path: Path, error: type[Exception]) -> dict[str, tuple[Refusal, ...]]:
+def parse_refusals(data: Mapping[str, Any] | None, path: Path,
+                   error: type[Exception]) -> dict[str, tuple[Refusal, ...]]:
     """The ``refusals:`` mapping of an engine profile (already schema-checked), each message compiled.
 
     A message that is not a regular expression raises `error` naming the file and the field.
