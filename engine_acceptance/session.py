@@ -46,11 +46,13 @@ class AcceptanceSession:
     discovery: Discovery | None = None
     # Capabilities the deployment must serve (--expect and the profile's expect).
     required: frozenset[str] = frozenset()
+    # Capabilities stated off on purpose -> where (--not-served, the model profile's not_served).
+    stated_not_served: dict[str, str] = field(default_factory=dict)
     plans: dict[str, CapabilityPlan] = field(init=False, repr=False)
     model_profile: ModelProfile = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.plans = plan_capabilities(self.declared_profile, self.discovery, self.required)
+        self.plans = plan_capabilities(self.declared_profile, self.discovery, self.required, self.stated_not_served)
         self.model_profile = effective_profile(self.declared_profile, self.plans, self.discovery)
 
     def engine_facts(self) -> list[str]:
@@ -137,6 +139,9 @@ class AcceptanceSession:
             facts["engine.max_model_len"] = str(self.engine.max_model_len)
         if self.required:
             facts["capabilities.required"] = ",".join(sorted(self.required))
+        if self.stated_not_served:
+            facts["capabilities.not_served_stated"] = ", ".join(f"{name} ({where})" for name, where
+                                                                 in sorted(self.stated_not_served.items()))
         for name, plan in self.plans.items():
             facts[f"capability.{name}"] = (f"declared={'yes' if plan.declared else 'no'} "
                                            f"discovered={plan.discovered} tested={'yes' if plan.tested else 'no'}")
@@ -154,6 +159,7 @@ class AcceptanceSession:
             "model_profile": str(self.declared_profile.source),
             "discovery": self.discovery.to_dict() if self.discovery is not None else None,
             "required": sorted(self.required),
+            "stated_not_served": self.stated_not_served,
             "api_key": self.api_key,
             "timeouts": vars(self.timeouts),
             "reference": vars(self.reference) if self.reference else None,
@@ -172,4 +178,5 @@ class AcceptanceSession:
             reference=ReferenceTarget(**data["reference"]) if data["reference"] else None,
             discovery=Discovery.from_dict(data["discovery"]) if data["discovery"] else None,
             required=frozenset(data["required"]),
+            stated_not_served=dict(data.get("stated_not_served") or {}),
         )

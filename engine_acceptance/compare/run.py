@@ -83,7 +83,7 @@ DEFAULT_PHASES = ("functional", "throughput")
 # Options the driver sets itself for each run; given after -- they would break the comparison.
 OWNED_OPTIONS = ("--engine-url", "--api-key", "--gate-json", "--throughput-out", "--throughput-seed", "--junitxml",
                  "--junit-xml", "--alluredir", "--profile", "--model", "--inject", "--convention", "--numprocesses",
-                 "--dist")
+                 "--dist", "--not-served")
 OWNED_SHORT = ("-m", "-n")
 # inject=DEFECT[+DEFECT]: a reference engine with a known defect, so a comparison's differences can be checked.
 REFERENCE_KEYS = {"ttft_ms": float, "tpot_ms": float, "prefill_ms_per_1k": float, "batch_slowdown": float,
@@ -108,6 +108,8 @@ class EngineSpec:
     profile: str | None = None
     model: str | None = None
     api_key_env: str | None = None
+    # not-served=CAP[+CAP]: what this engine leaves off on purpose (its run gets --not-served).
+    not_served: str | None = None
     reference: dict[str, Any] | None = None
 
     @property
@@ -121,13 +123,15 @@ class EngineSpec:
 def _parse_engine(text: str) -> EngineSpec:
     name, sep, rest = text.partition("=")
     if not sep or not rest:
-        raise CompareUsageError(f"--engine {text!r}: expected NAME=URL[,profile=P][,model=M][,api-key-env=VAR]")
+        raise CompareUsageError(f"--engine {text!r}: expected NAME=URL[,profile=P][,model=M][,api-key-env=VAR]"
+                                "[,not-served=CAP[+CAP]]")
     url, *options = rest.split(",")
     spec = EngineSpec(name=name, url=url)
     for option in options:
         key, sep, value = option.partition("=")
-        if not sep or not value or key not in ("profile", "model", "api-key-env"):
-            raise CompareUsageError(f"--engine {text!r}: {option!r} is not profile=P, model=M or api-key-env=VAR")
+        if not sep or not value or key not in ("profile", "model", "api-key-env", "not-served"):
+            raise CompareUsageError(f"--engine {text!r}: {option!r} is not profile=P, model=M, api-key-env=VAR or "
+                                    "not-served=CAP[+CAP]")
         setattr(spec, key.replace("-", "_"), value)
     if not re.match(r"^https?://[^/\s]+", url):
         raise CompareUsageError(f"--engine {text!r}: {url!r} is not an http(s) URL like http://host:30000")
@@ -184,7 +188,8 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
                                      epilog="Arguments after -- go to every pytest run, e.g. -- --throughput-shapes "
                                             "128/128@4x16 --throughput-rounds 3")
     parser.add_argument("--engine", action=_Target, dest="targets", metavar="NAME=URL[,profile=P][,model=M]"
-                        "[,api-key-env=VAR]", help="An engine to compare (repeatable; columns in command-line order)")
+                        "[,api-key-env=VAR][,not-served=CAP[+CAP]]",
+                        help="An engine to compare (repeatable; columns in command-line order)")
     parser.add_argument("--reference", action=_Target, dest="targets", metavar="NAME[:ttft_ms=..,tpot_ms=..]",
                         help="A built-in reference engine started for its turn, with this latency model (repeatable)")
     parser.add_argument("--out", required=True, type=Path, metavar="DIR", help="Where every run's files and the "
@@ -253,6 +258,9 @@ def phase_command(spec: EngineSpec, url: str, phase: str, folder: Path, *, selec
         command.append(f"--profile={spec.profile}")
     if spec.model:
         command.append(f"--model={spec.model}")
+    if spec.not_served:
+        # Per engine: one deployment may leave tools off on purpose while the other must serve them.
+        command.append(f"--not-served={spec.not_served.replace('+', ',')}")
     return command + list(pytest_args)
 
 

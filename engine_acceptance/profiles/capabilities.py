@@ -11,7 +11,11 @@ checks run:
 - a probe found it *served* or *broken* (broken is served and fails its checks);
 - the user or the profile requires it (``--expect``, ``expect:``): required and
   not served is a gate failure, and so is a required capability none of whose
-  checks ran.
+  checks ran;
+- the user or the profile states it is off on purpose (``--not-served``,
+  ``not_served:``): skipped as "not served (stated)", saying where it was stated,
+  whatever the probe found (a 4xx the engine profile does not recognize as a
+  refusal is broken, and only a stated intent skips it).
 
 Everything else is skipped with the reason: the engine's own words when it refused,
 or why nothing could be probed. This module plans that before the run and judges
@@ -27,8 +31,9 @@ from typing import Any, Protocol
 
 from engine_acceptance.profiles.profile import ModelProfile
 
-__all__ = ["CAPABILITIES", "MARKER_CAPABILITIES", "CapabilityPlan", "CapabilityRow", "coverage_rows",
-           "effective_profile", "plan_capabilities", "validate_capability_names"]
+__all__ = ["CAPABILITIES", "MARKER_CAPABILITIES", "STATED_NOT_SERVED", "CapabilityPlan", "CapabilityRow",
+           "coverage_rows", "effective_profile", "plan_capabilities", "stated_not_served",
+           "validate_capability_names"]
 
 # The vocabulary of model profiles, in the order of the test plan.
 CAPABILITIES = ("text", "streaming", "reasoning", "thinking_modes", "reasoning_effort", "tools", "code", "image",
@@ -57,6 +62,10 @@ NOT_DISCOVERABLE = {
 }
 
 
+# The discovered state of a capability the user or the profile says is off on purpose.
+STATED_NOT_SERVED = "not_served (stated)"
+
+
 class ProbeLike(Protocol):
     state: str
     evidence: str
@@ -73,7 +82,7 @@ class CapabilityPlan:
 
     name: str
     declared: bool
-    discovered: str  # served, not_served, broken, not_probed, or "-" (no probe needed)
+    discovered: str  # served, not_served, broken, not_probed, "not_served (stated)", or "-" (no probe needed)
     evidence: str
     required: bool
     tested: bool
@@ -93,8 +102,25 @@ def validate_capability_names(names: Iterable[str], *, source: str) -> frozenset
     return chosen
 
 
+def stated_not_served(profile: ModelProfile, option: Iterable[str]) -> dict[str, str]:
+    """Capability -> where it was stated off on purpose: ``--not-served`` or the model profile's ``not_served``.
+
+    ValueError for a capability every deployment is tested on (text, streaming, code,
+    long_context): those have no "off".
+    """
+    stated = {name: f"model profile {profile.name!r} not_served ({profile.source})" for name in profile.not_served}
+    stated.update({name: "--not-served" for name in option})
+    always = sorted(set(stated) & ALWAYS_TESTED.keys())
+    if always:
+        raise ValueError(f"{', '.join(map(repr, always))} cannot be stated not served ({stated[always[0]]}): "
+                         f"{ALWAYS_TESTED[always[0]]}")
+    return stated
+
+
 def plan_capabilities(profile: ModelProfile, discovery: DiscoveryLike | None,
-                      required: frozenset[str]) -> dict[str, CapabilityPlan]:
+                      required: frozenset[str], stated: Mapping[str, str] | None = None) -> dict[str, CapabilityPlan]:
+    """Each capability's plan; `stated` maps a capability stated off on purpose to where it was stated."""
+    stated = stated or {}
     plans = {}
     for name in CAPABILITIES:
         probe = discovery.probes.get(name) if discovery is not None else None
@@ -103,6 +129,14 @@ def plan_capabilities(profile: ModelProfile, discovery: DiscoveryLike | None,
         evidence = probe.evidence if probe is not None else _unprobed_evidence(name, discovery)
         declared = profile.has(name)
         is_required = name in required
+        if name in stated:
+            # The user's word for this deployment wins over the probe and the profile's declaration;
+            # what the probe found stays in the evidence, so a stated capability that works is visible.
+            plans[name] = CapabilityPlan(name, declared, STATED_NOT_SERVED, f"probe: {state.replace('_', ' ')}: "
+                                         f"{evidence}", is_required, False,
+                                         f"not served (stated with {stated[name]}); probe found it "
+                                         f"{state.replace('_', ' ')}: {evidence}")
+            continue
         if name in ALWAYS_TESTED:
             tested, reason = True, ALWAYS_TESTED[name]
         elif declared:

@@ -22,6 +22,7 @@ from typing import Any
 import jsonschema
 import yaml
 
+from engine_acceptance.profiles.refusals import Refusal, RefusalRules, parse_refusals
 from engine_acceptance.profiles.sources import SHIPPED, ProfileError, data_files, data_sources, find_data_file
 
 __all__ = [
@@ -59,6 +60,13 @@ class EngineProfile:
     reasoning_effort_in: str
     features: dict[str, Any]
     source: Path
+    # Per probed capability, the 4xx answers that mean "not offered" (profiles/refusals.py).
+    refusals: dict[str, tuple[Refusal, ...]] = field(default_factory=dict)
+
+    @property
+    def refusal_rules(self) -> RefusalRules:
+        """What discovery reads: only these answers make a capability "not served"."""
+        return RefusalRules(self.name, dict(self.refusals))
 
     @property
     def tokenize_endpoint(self) -> str | None:
@@ -149,6 +157,8 @@ class ModelProfile:
     trials: dict[str, int] = field(default_factory=dict)
     # The SLO check's objective and cell, as written (load/slo_settings.py reads it); empty: none.
     slo: dict[str, Any] = field(default_factory=dict)
+    # Capabilities every deployment of this model leaves off on purpose (as --not-served).
+    not_served: frozenset[str] = frozenset()
 
     def has(self, capability: str) -> bool:
         return capability in self.capabilities
@@ -240,6 +250,7 @@ def load_engine_profile(name_or_path: str) -> EngineProfile:
         reasoning_effort_in=data["reasoning_effort_in"],
         features=dict(data["features"]),
         source=path,
+        refusals=parse_refusals(data.get("refusals"), path, ProfileError),
     )
 
 
@@ -253,6 +264,11 @@ def load_model_profile(name_or_path: str) -> ModelProfile:
             re.compile(pattern)
         except re.error as exc:
             raise ProfileError(f"{path}: field match: {pattern!r} is not a regular expression ({exc})") from exc
+    for other in ("capabilities", "expect"):
+        both = sorted(set(data.get("not_served") or ()) & set(data.get(other) or ()))
+        if both:
+            raise ProfileError(f"{path}: field not_served: {', '.join(map(repr, both))} also in {other}: a capability "
+                               "is either off on purpose or one the model has")
     reasoning = data["reasoning"]
     thinking = data.get("thinking") or {}
     return ModelProfile(
@@ -274,6 +290,7 @@ def load_model_profile(name_or_path: str) -> ModelProfile:
         tool_accuracy=dict(data.get("tool_accuracy") or {}),
         trials=dict(data.get("trials") or {}),
         slo=dict(data.get("slo") or {}),
+        not_served=frozenset(data.get("not_served") or ()),
     )
 
 

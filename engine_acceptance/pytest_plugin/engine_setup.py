@@ -23,6 +23,7 @@ from engine_acceptance.profiles.profile import (
     load_engine_profile,
     load_model_profile,
 )
+from engine_acceptance.profiles.capabilities import stated_not_served
 from engine_acceptance.pytest_plugin.options import AcceptanceOptions
 from engine_acceptance.session import AcceptanceSession, ReferenceTarget
 from engine_acceptance.wire.client import ClientTimeouts, EngineTarget
@@ -81,12 +82,22 @@ def prepare_session(options: AcceptanceOptions, engine_profiles: list[EngineProf
     engine.ready_after_s = ready_after
     engine_profile = next(p for p in engine_profiles if p.name == engine.kind)
     model_profile = choose_model_profile(engine.model, options.profile)
+    required = set(options.expected) | model_profile.expect
+    try:
+        stated = stated_not_served(model_profile, options.not_served)
+    except ValueError as exc:
+        raise UsageError(f"--not-served: {exc}") from None
+    if set(stated) & required:
+        clash = sorted(set(stated) & required)
+        raise UsageError(f"{', '.join(map(repr, clash))} stated not served ({stated[clash[0]]}) and required "
+                         f"(--expect or model profile {model_profile.name!r} expect): drop one")
     discovery = _discover_capabilities(engine, engine_profile, options)
     session = AcceptanceSession(
         engine=engine,
         engine_profile=engine_profile,
         declared_profile=model_profile,
-        required=set(options.expected) | model_profile.expect,
+        required=required,
+        stated_not_served=stated,
         discovery=discovery,
         api_key=options.api_key,
         timeouts=options.timeouts,

@@ -143,6 +143,10 @@ def add_options(parser: pytest.Parser) -> None:
         help="Capabilities the deployment serves (or the profile declares) that may end the run with every "
              "selected check skipped (repeatable); without it such a capability fails the gate, since a pass "
              "must mean it was tested")
+    add("--not-served", action="append", default=[], metavar="CAP[,CAP...]",
+        help="Capabilities this deployment leaves off on purpose, e.g. tools,image (repeatable; adds to the model "
+             "profile's not_served): skipped as 'not served (stated)'. Without it, a 4xx the engine profile does "
+             "not list as a refusal is broken and fails the capability's checks")
     add("--probe-timeout", type=positive_seconds, default=60.0,
         help="Seconds one capability probe (a few dozen output tokens) may take before the capability "
              "counts as broken (default: 60, at most --request-timeout)")
@@ -272,6 +276,8 @@ class AcceptanceOptions:
     expected: frozenset[str]
     # --allow-untested: served or declared capabilities whose checks may all be skipped.
     allow_untested: frozenset[str]
+    # --not-served: capabilities the user states are off on purpose.
+    not_served: frozenset[str]
     timeouts: ClientTimeouts
     probe_timeout: float
     readiness_timeout: float
@@ -315,11 +321,15 @@ class AcceptanceOptions:
             expected = validate_capability_names(",".join(opt.expect).split(","), source="--expect")
             allow_untested = validate_capability_names(",".join(opt.allow_untested).split(","),
                                                        source="--allow-untested")
+            not_served = validate_capability_names(",".join(opt.not_served).split(","), source="--not-served")
         except ValueError as exc:
             raise UsageError(str(exc)) from None
         if expected & allow_untested:
             raise UsageError(f"--allow-untested {','.join(sorted(expected & allow_untested))}: also required with "
                              "--expect; a required capability must be tested, so drop one of the two")
+        if expected & not_served:
+            raise UsageError(f"--not-served and --expect both name {', '.join(sorted(expected & not_served))}: a "
+                             "capability is either required or off on purpose")
         profiles_dirs = tuple(Path(p) for p in config.getini("profiles_dirs")) + tuple(
             Path(config.invocation_params.dir, p) for p in opt.profiles_dir)
         return cls(
@@ -331,6 +341,7 @@ class AcceptanceOptions:
             profiles_dirs=profiles_dirs,
             expected=frozenset(expected),
             allow_untested=allow_untested,
+            not_served=frozenset(not_served),
             timeouts=ClientTimeouts(connect=opt.connect_timeout, idle=opt.idle_timeout, total=opt.request_timeout),
             probe_timeout=opt.probe_timeout,
             readiness_timeout=opt.readiness_timeout,

@@ -18,6 +18,7 @@ from engine_acceptance.errors import ENGINE_UNAVAILABLE_EXIT_CODE, EngineUnavail
 from engine_acceptance.profiles.expectations import load_expectations
 from engine_acceptance.profiles.sources import ProfileError, describe_sources, use_profile_dirs
 from engine_acceptance.pytest_plugin import allure_report, interrupts, suite
+from engine_acceptance.pytest_plugin.broken_lead import BrokenLeadHooks
 from engine_acceptance.pytest_plugin.collection import plan_items
 from engine_acceptance.pytest_plugin.engine_setup import check_profiles, prepare_session
 from engine_acceptance.pytest_plugin.gate_hooks import GateHooks
@@ -92,6 +93,8 @@ def _configure(config: pytest.Config) -> None:
     # off by Ctrl-C passed, and a recorded check failing otherwise than its record says fails.
     config.pluginmanager.register(interrupts.InterruptedTestReport(), "engine-acceptance-interrupted-test")
     config.pluginmanager.register(RecordHooks(), "engine-acceptance-records")
+    # A failing check of a capability found broken leads with the probe's finding (the engine's words).
+    config.pluginmanager.register(BrokenLeadHooks(), "engine-acceptance-broken-lead")
     # A CI kill (SIGTERM) must leave a verdict and stop the engine, as Ctrl-C does.
     config.stash[sigterm_key] = interrupts.install_sigterm_handler()
     workerinput = getattr(config, "workerinput", None)

@@ -65,6 +65,9 @@ class Convention:
     # Which chunks stream_options.continuous_usage_stats gives usage: vLLM "every_chunk" (the role
     # chunk, each output chunk, each finish chunk); SGLang "output_chunks" (reasoning, content, tool calls).
     continuous_usage: str = "every_chunk"
+    # --no-structured-outputs: the engine's own 400 for response_format when it has no grammar backend
+    # (each text is in that engine's profile under refusals.structured_outputs).
+    no_structured_outputs: str = ""
 
     def error_body(
         self, message: str, *, err_type: str, status: int, param: str | None = None
@@ -105,6 +108,10 @@ CONVENTIONS: dict[str, Convention] = {
         empty_tool_calls=[],
         detokenize_field="prompt",
         tool_call_id_prefix="chatcmpl-tool-",
+        # vLLM 0.32 cannot be started without a structured-output backend, so it has no such refusal:
+        # this 400 is no vLLM refusal, and discovery calls it broken (state it: --not-served).
+        no_structured_outputs=("response_format 'json_schema' is not supported: this server has no "
+                               "structured-output backend"),
     ),
     "sglang": Convention(
         name="sglang",
@@ -119,6 +126,9 @@ CONVENTIONS: dict[str, Convention] = {
         empty_tool_calls=None,
         detokenize_field="text",
         continuous_usage="output_chunks",
+        # SGLang's scheduler when launched with --grammar-backend none (answered 400 BadRequestError).
+        no_structured_outputs=("Grammar-based generation (json_schema, regex, ebnf, structural_tag) is not supported "
+                               "when the server is launched with --grammar-backend none"),
     ),
 }
 

@@ -42,6 +42,13 @@ __all__ = ["CONTRACT_PARAMS", "DEFECTS", "INTERMITTENT_TOOL_CALL_PERIOD", "MEDIA
 
 # slow-first-token: how late the first token of every reply comes.
 SLOW_FIRST_TOKEN_S = 1.0
+# tool-parser-400: vLLM's words when its tool parser raises (the issue's proxy answered exactly this).
+TOOL_PARSER_CRASH = ("Error in extracting tool call from response: JSONDecodeError: Expecting ',' delimiter: "
+                     "line 1 column 24 (char 23)")
+# media-decode-400: Pillow's words for bytes it cannot read, as vLLM passes them on.
+MEDIA_DECODE_CRASH = "Failed to load image: cannot identify image file <_io.BytesIO object at 0x7f3a2c1b9e40>"
+# firewall-403: the one route a proxy in front of the engine blocks.
+FIREWALLED_PATH = "/v1/responses"
 
 DEFECTS: dict[str, str] = {
     "reasoning-leak": (
@@ -224,6 +231,19 @@ DEFECTS: dict[str, str] = {
         f"chat and completions: the first token of every reply comes {SLOW_FIRST_TOKEN_S:g} s late, at any load"
         " (a prefill that waits for a batch that never fills); later tokens keep their pace"
     ),
+    # Faults that answer 4xx (issue 26): not a refusal of the capability, so not "not served".
+    "tool-parser-400": (
+        "every chat request that offers tools (tool_choice other than 'none') is answered 400 in vLLM's error"
+        f" shape: {TOOL_PARSER_CRASH!r} (a tool parser that crashes)"
+    ),
+    "media-decode-400": (
+        "every chat request with an image or video part is answered 400"
+        f" {MEDIA_DECODE_CRASH!r}, though the media are valid (a broken decoder)"
+    ),
+    "firewall-403": (
+        f"POST {FIREWALLED_PATH} is answered 403 with the plain-text body 'Forbidden' (a proxy or firewall in"
+        " front of the engine)"
+    ),
 }
 
 # ignore-thinking-off-1-in-5: every this-many-th identical request is the faulty one.
@@ -299,6 +319,10 @@ class DefectHooks:
 
     def tool_request(self, request: ToolRequest | None) -> ToolRequest | None:
         """The request's tool choice as the engine applies it."""
+        if "tool-parser-400" in self.active and request is not None and request.tools and request.choice != "none":
+            from .protocol import RequestError  # protocol -> config -> defects: import late
+
+            raise RequestError(TOOL_PARSER_CRASH)
         if "ignore-tool-choice" in self.active and request is not None and request.tools:
             return dataclasses.replace(request, choice="auto", named=None)
         if "auto-tool-choice-as-required" in self.active and request is not None and request.choice == "auto":
@@ -307,6 +331,10 @@ class DefectHooks:
 
     def chat_request(self, req: ChatRequest) -> ChatRequest:
         """The chat request as the engine renders and answers it, after validation."""
+        if "media-decode-400" in self.active and req.media:
+            from .protocol import RequestError  # protocol -> config -> defects: import late
+
+            raise RequestError(MEDIA_DECODE_CRASH)
         if "media-ignored" not in self.active:
             return req
         # After validation, so corrupt media is still refused; before the template, so it costs no tokens.
@@ -397,6 +425,12 @@ class DefectHooks:
         if "early-eos" in self.active:
             return False
         return requested
+
+    def firewall_answer(self, method: str, path: str) -> tuple[int, str] | None:
+        """firewall-403: (status, plain-text body) for a request a proxy in front of the engine blocks; else None."""
+        if "firewall-403" in self.active and method == "POST" and path == FIREWALLED_PATH:
+            return 403, "Forbidden"
+        return None
 
     def sends_done(self) -> bool:
         """Whether a stream ends with `data: [DONE]`."""

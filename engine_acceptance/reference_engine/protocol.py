@@ -329,19 +329,17 @@ class ResponseFormat:
     schema: dict[str, Any] | None = None
 
 
-# --no-structured-outputs: the refusal of a server that has no structured-output backend.
-NO_STRUCTURED_OUTPUTS = "response_format {kind!r} is not supported: this server has no structured-output backend"
-
-
-def _response_format(body: Mapping[str, Any], *, served: bool = True) -> ResponseFormat | None:
+def _response_format(body: Mapping[str, Any], *, refusal: str | None = None) -> ResponseFormat | None:
+    """The request's response_format; `refusal` (the convention's words) refuses json_object/json_schema."""
     spec = _opt_dict(body, "response_format")
     if spec is None:
         return None
     kind = spec.get("type")
     if kind == "text":
         return None
-    if not served and kind in ("json_object", "json_schema"):
-        raise RequestError(NO_STRUCTURED_OUTPUTS.format(kind=kind), param="response_format")
+    if refusal is not None and kind in ("json_object", "json_schema"):
+        # --no-structured-outputs: the engine's own refusal (param None, as both engines send it).
+        raise RequestError(refusal)
     if kind == "json_object":
         return ResponseFormat("json_object")
     if kind != "json_schema":
@@ -394,7 +392,8 @@ def parse_chat_request(
         raw=dict(body),
         media=tuple(seen_media),
         sampling=sampling,
-        response_format=_response_format(body, served=config.structured_outputs),
+        response_format=_response_format(
+            body, refusal=None if config.structured_outputs else convention.no_structured_outputs),
         continuous_usage=_continuous_usage(body),
     )
 

@@ -151,6 +151,10 @@ class ReferenceEngine:
 
     @web.middleware
     async def auth_middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        # firewall-403: a proxy in front of the engine answers before the engine checks any key.
+        blocked = self.hooks.firewall_answer(request.method, request.path)
+        if blocked is not None:
+            return web.Response(text=blocked[1], status=blocked[0], content_type="text/plain")
         key = self.config.api_key
         if key is None or request.method == "OPTIONS" or request.path in self.open_paths or \
                 self.faults.ignores_api_key():

@@ -9,13 +9,18 @@ question) ask the deployment itself instead, and each capability comes out in on
 of four states:
 
 * ``served``: a usable reply.
-* ``not_served``: a clear 4xx refusal; its evidence is the engine's own words
-  (vLLM: ``400 gemma-3-270m is not a multimodal model``, ``400 "auto" tool choice
-  requires --enable-auto-tool-choice and --tool-call-parser to be set``).
-* ``broken``: anything else: a 5xx, a timeout, a failed connection, a malformed
-  reply, a 200 that is not a usable reply, an image or video answered 200 but not
-  counted in ``usage.prompt_tokens`` (dropped in silence). Broken counts as served:
-  the checks run and fail, naming the fault, rather than being skipped.
+* ``not_served``: a 4xx the engine profile lists as this engine's refusal of the
+  capability (``refusals:``, :mod:`engine_acceptance.profiles.refusals`); its evidence
+  is the engine's own words (vLLM: ``400 gemma-3-270m is not a multimodal model``,
+  ``400 "auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser
+  to be set``).
+* ``broken``: anything else: any other 4xx (a crashing tool parser's 400, a decoder
+  that cannot read valid media, a proxy's 403: the evidence says it is no refusal the
+  profile recognizes and names ``--not-served CAP``), a 5xx, a timeout, a failed
+  connection, a malformed reply, a 200 that is not a usable reply, an image or video
+  answered 200 but not counted in ``usage.prompt_tokens`` (dropped in silence).
+  Broken counts as served: the checks run and fail, naming the fault, rather than
+  being skipped.
 * ``not_probed``: the suite cannot ask, and says why (the engine profile does not
   say how a video is sent, the committed media are missing).
 
@@ -47,6 +52,7 @@ from engine_acceptance.wire.client import ClientTimeouts, EngineTarget, Exchange
 from engine_acceptance.wire.reassembly import Reply
 from engine_acceptance.media.messages import error_message, media_part, user_turn
 from engine_acceptance.profiles.profile import EngineProfile
+from engine_acceptance.profiles.refusals import ANY_CLIENT_ERROR, RefusalRules, unrecognized_note
 from engine_acceptance.profiles.request_options import deep_merge
 from engine_acceptance.profiles.tool_schemas import load_tool
 
@@ -207,6 +213,11 @@ class Discovery:
 
 # --- classification ---------------------------------------------------------------------
 
+# The plain reasoning question recognizes no refusal: a 4xx to the plainest chat request is a
+# fault whatever the engine profile lists (judge_reasoning calls it broken).
+_PLAIN = RefusalRules("(none)", plain_request=True)
+
+
 def _cap(text: str, limit: int = EVIDENCE_CHARS) -> str:
     text = " ".join(text.split())
     return text if len(text) <= limit else text[: limit - 1] + "…"
@@ -223,23 +234,36 @@ def _body_text(exchange: Exchange) -> str:
     return exchange.raw.decode("utf-8", "replace") or "(empty body)"
 
 
-def _refusal_or_fault(exchange: Exchange) -> tuple[str, str] | None:
-    """not_served or broken when `exchange` is not a 2xx that arrived whole; None when it is."""
+def _refusal_or_fault(exchange: Exchange, capability: str, rules: RefusalRules,
+                      where: str = "") -> tuple[str, str] | None:
+    """not_served or broken when `exchange` is not a 2xx that arrived whole; None when it is.
+
+    A 4xx is not_served only when `rules` (the engine profile's refusals) recognize it for
+    `capability`; any other 4xx is broken, and its evidence says so after the engine's
+    words and names the way to state the capability off on purpose. `where` leads the
+    evidence (``POST /tokenize: ``).
+    """
     if exchange.error_kind is not None:
-        return "broken", _cap(f"{exchange.error_kind}: {exchange.error}")
+        return "broken", _cap(f"{where}{exchange.error_kind}: {exchange.error}")
     status = exchange.status
     if status is None:
-        return "broken", "no answer"
+        return "broken", f"{where}no answer"
+    if 200 <= status < 300:
+        return None
+    text = _body_text(exchange)
+    said = f"{where}HTTP {status}: {text}"
     if 400 <= status < 500 and status not in NOT_A_REFUSAL:
-        return "not_served", _cap(f"HTTP {status}: {_body_text(exchange)}")
-    if not 200 <= status < 300:
-        return "broken", _cap(f"HTTP {status}: {_body_text(exchange)}")
-    return None
+        if rules.recognizes(capability, status, text):
+            return "not_served", _cap(said)
+        note = unrecognized_note(rules, capability)
+        # The engine's words first (capped), then the note whole: it names the command.
+        return "broken", f"{_cap(said, EVIDENCE_CHARS - 40)}: {note}" if note else _cap(said)
+    return "broken", _cap(said)
 
 
-def _readable_reply(exchange: Exchange) -> Reply | tuple[str, str]:
+def _readable_reply(exchange: Exchange, capability: str, rules: RefusalRules) -> Reply | tuple[str, str]:
     """The reply of a chat probe answered 2xx and read whole; else its (state, evidence)."""
-    outcome = _refusal_or_fault(exchange)
+    outcome = _refusal_or_fault(exchange, capability, rules)
     if outcome is not None:
         return outcome
     if exchange.reply is None:
@@ -247,13 +271,14 @@ def _readable_reply(exchange: Exchange) -> Reply | tuple[str, str]:
     return exchange.reply
 
 
-def classify_exchange(exchange: Exchange) -> tuple[str, str]:
-    """(state, evidence) of one chat probe: a usable reply, a 4xx refusal, or anything else.
+def classify_exchange(exchange: Exchange, capability: str, rules: RefusalRules) -> tuple[str, str]:
+    """(state, evidence) of one chat probe of `capability`: a usable reply, a refusal `rules` recognize,
+    or anything else.
 
     A usable reply is a 2xx whose reply could be read whole and says something
     (content, reasoning or a tool call); an empty one is broken.
     """
-    reply = _readable_reply(exchange)
+    reply = _readable_reply(exchange, capability, rules)
     if isinstance(reply, tuple):
         return reply
     if not (reply.content.strip() or reply.reasoning.strip() or reply.tool_calls):
@@ -271,7 +296,8 @@ def _prompt_tokens(exchange: Exchange) -> int | None:
     return count if isinstance(count, int) and not isinstance(count, bool) else None
 
 
-def classify_media(with_media: Exchange, without: Exchange, *, content_type: str, noun: str) -> tuple[str, str]:
+def classify_media(with_media: Exchange, without: Exchange, *, content_type: str, noun: str,
+                   rules: RefusalRules) -> tuple[str, str]:
     """(state, evidence) of a media probe: the request with the media part, and the same without it.
 
     Every engine that reads an image or a video counts it in ``usage.prompt_tokens`` (vLLM:
@@ -282,7 +308,7 @@ def classify_media(with_media: Exchange, without: Exchange, *, content_type: str
     either reply has no usage the count cannot be compared: the media reply is judged as
     any chat probe is, and the evidence says the check was not made.
     """
-    state, evidence = classify_exchange(with_media)
+    state, evidence = classify_exchange(with_media, noun, rules)
     if state != "served":
         return state, evidence
     counted, baseline = _prompt_tokens(with_media), _prompt_tokens(without)
@@ -296,12 +322,11 @@ def classify_media(with_media: Exchange, without: Exchange, *, content_type: str
     return state, _cap(f"prompt_tokens {counted} with the {noun}, {baseline} without; {evidence}")
 
 
-def classify_tokenize(exchange: Exchange, endpoint: str) -> tuple[str, str]:
+def classify_tokenize(exchange: Exchange, endpoint: str, rules: RefusalRules) -> tuple[str, str]:
     """(state, evidence) of the tokenize probe: 200 with a token list or count is served."""
-    outcome = _refusal_or_fault(exchange)
+    outcome = _refusal_or_fault(exchange, "tokenize", rules, f"POST {endpoint}: ")
     if outcome is not None:
-        state, evidence = outcome
-        return state, _cap(f"POST {endpoint}: {evidence}")
+        return outcome
     body = exchange.body
     tokens = body.get("tokens") if isinstance(body, dict) else None
     count = body.get("count") if isinstance(body, dict) else None
@@ -365,41 +390,42 @@ def _chat_body(messages: list[dict[str, Any]], max_tokens: int, **extra: Any) ->
     return {"messages": messages, "temperature": 0, "max_tokens": max_tokens, **extra}
 
 
-async def _probe_tools(chat: SdkChatClient, max_tokens: int) -> Probe:
+async def _probe_tools(chat: SdkChatClient, max_tokens: int, rules: RefusalRules) -> Probe:
     body = _chat_body([{"role": "user", "content": _TOOL_PROMPT}], max_tokens,
                       tools=[load_tool("get_weather")], tool_choice="auto")
-    state, evidence = classify_exchange(await chat.chat(body, stream=False))
+    state, evidence = classify_exchange(await chat.chat(body, stream=False), "tools", rules)
     return Probe("tools", state, evidence)
 
 
 async def _probe_media(chat: SdkChatClient, capability: str, content_type: str, media: _Media | str,
-                       prompt: str, max_tokens: int) -> Probe:
+                       prompt: str, max_tokens: int, rules: RefusalRules) -> Probe:
     """The media request and the same question without the media, sent together (see :func:`classify_media`)."""
     if isinstance(media, str):
         return Probe(capability, "not_probed", _cap(media))
     with_media = _chat_body(user_turn(prompt, [media_part(content_type, media.data_uri())]), max_tokens)
     without = _chat_body(user_turn(prompt, []), max_tokens)
     exchanges = await asyncio.gather(chat.chat(with_media, stream=False), chat.chat(without, stream=False))
-    state, evidence = classify_media(*exchanges, content_type=content_type, noun=capability)
+    state, evidence = classify_media(*exchanges, content_type=content_type, noun=capability, rules=rules)
     settings = {"content_type": content_type} if state != "not_served" else {}
-    return Probe(capability, state, _cap(f"{media.name}: {evidence}"), settings)
+    # Not capped again: the evidence is, and a broken one ends with the command that states the intent.
+    return Probe(capability, state, f"{media.name}: {evidence}", settings)
 
 
-async def _probe_tokenize(raw: RawStreamingClient, model: str, endpoint: str) -> Probe:
+async def _probe_tokenize(raw: RawStreamingClient, model: str, endpoint: str, rules: RefusalRules) -> Probe:
     exchange = await raw.post(endpoint, {"model": model, "prompt": _TOKENIZE_TEXT}, stream=False)
-    state, evidence = classify_tokenize(exchange, endpoint)
+    state, evidence = classify_tokenize(exchange, endpoint, rules)
     return Probe("tokenize", state, evidence, {"endpoint": endpoint} if state != "not_served" else {})
 
 
-def classify_structured(exchange: Exchange) -> tuple[str, str]:
+def classify_structured(exchange: Exchange, rules: RefusalRules) -> tuple[str, str]:
     """(state, evidence) of the structured-outputs probe.
 
     Served: a 2xx whose content is the JSON the schema asks for, or JSON cut at the probe's
-    few tokens (a small model may pad a constrained reply with whitespace). A 4xx refuses
-    ``response_format`` (not served); free text under a 2xx means the constraint was
-    ignored: broken, so the checks run and say so.
+    few tokens (a small model may pad a constrained reply with whitespace). A 4xx the
+    engine profile recognizes refuses ``response_format`` (not served); free text under a
+    2xx means the constraint was ignored: broken, so the checks run and say so.
     """
-    reply = _readable_reply(exchange)
+    reply = _readable_reply(exchange, "structured_outputs", rules)
     if isinstance(reply, tuple):
         return reply
     content = reply.content.strip()
@@ -421,27 +447,26 @@ def classify_structured(exchange: Exchange) -> tuple[str, str]:
     return "served", _cap(f"HTTP {exchange.status}: content {content!r}")
 
 
-async def _probe_structured(chat: SdkChatClient, max_tokens: int) -> Probe:
+async def _probe_structured(chat: SdkChatClient, max_tokens: int, rules: RefusalRules) -> Probe:
     body = _chat_body([{"role": "user", "content": _STRUCTURED_PROMPT}], max_tokens,
                       response_format={"type": "json_schema",
                                        "json_schema": {"name": "probe", "schema": STRUCTURED_PROBE_SCHEMA,
                                                        "strict": True}})
-    state, evidence = classify_structured(await chat.chat(body, stream=False))
+    state, evidence = classify_structured(await chat.chat(body, stream=False), rules)
     return Probe("structured_outputs", state, evidence)
 
 
-def classify_responses(exchange: Exchange) -> tuple[str, str]:
+def classify_responses(exchange: Exchange, rules: RefusalRules) -> tuple[str, str]:
     """(state, evidence) of the Responses API probe.
 
     A server without the endpoint answers 404 (vLLM and SGLang are FastAPI apps: "Not Found")
-    or 405: not served, in its words. Served: a 2xx whose body is a response object with an
-    output list. Anything else (a 5xx, a 200 that is not a response) is broken: the checks
-    run and say what is wrong.
+    or 405: not served, in its words, when the engine profile lists that refusal. Served: a
+    2xx whose body is a response object with an output list. Anything else (a proxy's 403,
+    a 5xx, a 200 that is not a response) is broken: the checks run and say what is wrong.
     """
-    outcome = _refusal_or_fault(exchange)
+    outcome = _refusal_or_fault(exchange, "responses", rules, f"POST {RESPONSES_PATH}: ")
     if outcome is not None:
-        state, evidence = outcome
-        return state, _cap(f"POST {RESPONSES_PATH}: {evidence}")
+        return outcome
     body = exchange.body
     if not isinstance(body, dict) or body.get("object") != "response" or not isinstance(body.get("output"), list):
         return "broken", _cap(f"POST {RESPONSES_PATH}: HTTP {exchange.status} without a response object: "
@@ -451,9 +476,9 @@ def classify_responses(exchange: Exchange) -> tuple[str, str]:
                           f"output {kinds}")
 
 
-async def _probe_responses(raw: RawStreamingClient, model: str, max_tokens: int) -> Probe:
+async def _probe_responses(raw: RawStreamingClient, model: str, max_tokens: int, rules: RefusalRules) -> Probe:
     body = {"model": model, "input": _RESPONSES_INPUT, "max_output_tokens": max_tokens, "temperature": 0}
-    state, evidence = classify_responses(await raw.post(RESPONSES_PATH, body, stream=False))
+    state, evidence = classify_responses(await raw.post(RESPONSES_PATH, body, stream=False), rules)
     return Probe("responses", state, evidence)
 
 
@@ -476,13 +501,15 @@ class SwitchTrial:
     off: Exchange
     on: Exchange
 
+    # A switch the engine answers with a 4xx is a switch this deployment does not take (another
+    # may work): that is no fault of the capability, whatever the engine profile lists.
     @property
     def off_outcome(self) -> tuple[str, str]:
-        return classify_exchange(self.off)
+        return classify_exchange(self.off, "thinking_modes", ANY_CLIENT_ERROR)
 
     @property
     def on_outcome(self) -> tuple[str, str]:
-        return classify_exchange(self.on)
+        return classify_exchange(self.on, "thinking_modes", ANY_CLIENT_ERROR)
 
     @property
     def works(self) -> bool:
@@ -503,7 +530,7 @@ async def _probe_reasoning(chat: SdkChatClient, max_tokens: int) -> tuple[Probe,
     """Reasoning by default; then, if the plain request was answered, every known switch off and on at once."""
     base = _chat_body([{"role": "user", "content": _REASONING_PROMPT}], max_tokens)
     plain = await chat.chat(base, stream=False)
-    if classify_exchange(plain)[0] != "served":
+    if classify_exchange(plain, "reasoning", _PLAIN)[0] != "served":
         # Nothing to learn from the switches of an engine that fails the plainest request,
         # and no reason to send six more requests into a fault.
         return judge_reasoning(plain, [])
@@ -521,7 +548,7 @@ def judge_reasoning(plain: Exchange, trials: Sequence[SwitchTrial]) -> tuple[Pro
     not separated). The first switch under which reasoning is gone when off and present
     when on gives the thinking modes.
     """
-    state, evidence = classify_exchange(plain)
+    state, evidence = classify_exchange(plain, "reasoning", _PLAIN)
     if state != "served":
         # The plainest chat request failed: nothing about reasoning can be told, and
         # whatever is wrong must fail the checks, not skip them.
@@ -587,19 +614,20 @@ async def discover(target: EngineTarget, engine_profile: EngineProfile, *, adver
     video_type = engine_profile.features.get("video_content_type")
     containers = engine_profile.features.get("video_containers") or DEFAULT_VIDEO_CONTAINERS
     tokenize_endpoint = engine_profile.tokenize_endpoint or DEFAULT_TOKENIZE_ENDPOINT
+    rules = engine_profile.refusal_rules
     async with SdkChatClient(target) as chat, RawStreamingClient(target, pool_size=2) as raw:
         probes: list[Any] = [
-            _probe_tools(chat, max_tokens),
+            _probe_tools(chat, max_tokens, rules),
             _probe_media(chat, "image", "image_url", _smallest_media(media_dir, "image", ("png",)),
-                         _IMAGE_PROMPT, max_tokens),
+                         _IMAGE_PROMPT, max_tokens, rules),
             _probe_reasoning(chat, max_tokens),
-            _probe_tokenize(raw, target.model, tokenize_endpoint),
-            _probe_structured(chat, max_tokens),
-            _probe_responses(raw, target.model, max_tokens),
+            _probe_tokenize(raw, target.model, tokenize_endpoint, rules),
+            _probe_structured(chat, max_tokens, rules),
+            _probe_responses(raw, target.model, max_tokens, rules),
         ]
         if video_type:
             probes.append(_probe_media(chat, "video", video_type, _smallest_media(media_dir, "video", containers),
-                                       _VIDEO_PROMPT, max_tokens))
+                                       _VIDEO_PROMPT, max_tokens, rules))
         found = await asyncio.gather(*probes)
     results: dict[str, Probe] = {}
     for item in found:

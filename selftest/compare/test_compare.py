@@ -129,6 +129,20 @@ def test_every_engine_gets_the_same_pytest_run_but_for_its_url_and_its_files() -
     assert "-n" not in first, "measurements never run under xdist"
 
 
+def test_what_one_engine_leaves_off_on_purpose_is_stated_for_its_run_only() -> None:
+    from engine_acceptance.compare.run import _parse_engine
+
+    spec = _parse_engine("llama=http://l:1,not-served=tools+image")
+    assert spec.not_served == "tools+image"
+    folder = Path("/out/llama/acceptance")
+    command = phase_command(spec, "http://l:1", "acceptance", folder, select=None, workers=None, seed=7,
+                            pytest_args=[])
+    assert "--not-served=tools,image" in command
+    other = phase_command(EngineSpec("vllm", url="http://v:1"), "http://v:1", "acceptance", folder, select=None,
+                          workers=None, seed=7, pytest_args=[])
+    assert not any(arg.startswith("--not-served") for arg in other)
+
+
 def test_ratio_notes_claim_no_winner_when_ranges_overlap_or_there_is_one_value() -> None:
     base = Figure(100.0, 90.0, 110.0, 3)
     assert compare_figures(base, Figure(105.0, 95.0, 120.0, 3), higher_is_better=True, other_name="b",

@@ -145,3 +145,37 @@ def test_the_gate_fails_on_a_required_capability_known_only_as_broken() -> None:
     assert not gate.passed
     assert "required capability 'tools' is known broken" in gate.gate_failures()[0]
     assert gate.verdict()["capabilities"][5]["name"] == "tools" and not gate.verdict()["capabilities"][5]["tested"]
+
+
+def test_a_capability_stated_not_served_is_skipped_whatever_the_probe_found_and_says_where() -> None:
+    from engine_acceptance.profiles.capabilities import STATED_NOT_SERVED, stated_not_served
+
+    discovery = FakeDiscovery({"tools": FakeProbe("broken", "HTTP 400: Error in extracting tool call"),
+                               "image": FakeProbe("served")})
+    stated = stated_not_served(GENERIC, ["tools"])
+    plans = plan_capabilities(GENERIC, discovery, frozenset(), stated)
+    assert not plans["tools"].tested and plans["tools"].discovered == STATED_NOT_SERVED
+    assert plans["tools"].reason == ("not served (stated with --not-served); probe found it broken: "
+                                     "HTTP 400: Error in extracting tool call")
+    assert plans["image"].tested
+    rows = {row.name: row for row in coverage_rows(plans, [(frozenset({"text"}), "passed", "")])}
+    assert rows["tools"].result.startswith("not tested: not served (stated with --not-served)")
+    assert rows["tools"].coverage_failure is None
+
+
+def test_a_model_profiles_not_served_is_named_with_its_file() -> None:
+    import dataclasses
+
+    from engine_acceptance.profiles.capabilities import stated_not_served
+
+    profile = dataclasses.replace(GENERIC, not_served=frozenset({"image"}))
+    assert stated_not_served(profile, []) == {"image": f"model profile 'generic' not_served ({GENERIC.source})"}
+    # The command line says it for this deployment: it names --not-served.
+    assert stated_not_served(profile, ["image"]) == {"image": "--not-served"}
+
+
+def test_what_every_deployment_is_tested_on_cannot_be_stated_off() -> None:
+    from engine_acceptance.profiles.capabilities import stated_not_served
+
+    with pytest.raises(ValueError, match="'text' cannot be stated not served"):
+        stated_not_served(GENERIC, ["text"])

@@ -78,3 +78,55 @@ def test_an_engine_profile_without_error_features_gets_openais_defaults(tmp_path
                     encoding="utf-8")
     profile = load_engine_profile(str(bare))
     assert (profile.error_shape, profile.rejects_unknown_model) == ("nested", True)
+
+
+# --- refusals (issue 26) -------------------------------------------------------------------------
+
+def _engine_with_refusals(tmp_path: Path, refusals: str) -> Path:
+    text = (Path(__file__).parents[2] / "fixtures/profiles/engines/generic.yaml").read_text(encoding="utf-8")
+    head = text.split("\nrefusals:\n")[0].replace("name: generic", "name: mine")
+    path = tmp_path / "mine.yaml"
+    path.write_text(f"{head}\nrefusals:\n{refusals}", encoding="utf-8")
+    return path
+
+
+def test_every_shipped_engine_profile_recognizes_an_absent_route_as_a_refusal() -> None:
+    for name in available_profiles("engines"):
+        rules = load_engine_profile(name).refusal_rules
+        assert rules.recognizes("tokenize", 404, "Not Found") and rules.recognizes("responses", 404, "Not Found"), name
+
+
+def test_a_teams_engine_profile_lists_its_own_refusals(tmp_path: Path) -> None:
+    path = _engine_with_refusals(tmp_path, "  tools:\n    - status: 422\n      message: '^tools are disabled'\n")
+    rules = load_engine_profile(str(path)).refusal_rules
+    assert rules.recognizes("tools", 422, "tools are disabled on this gateway")
+    assert not rules.recognizes("tools", 400, "tools are disabled on this gateway")
+    assert not rules.recognizes("image", 422, "tools are disabled on this gateway")
+
+
+@pytest.mark.parametrize(("refusals", "field", "problem"), [
+    ("  tools:\n    - status: 400\n      message: '(unclosed'\n", "refusals/tools/0/message",
+     "is not a regular expression"),
+    ("  tools:\n    - status: 500\n      message: 'x'\n", "refusals/tools/0/status", "500"),
+    ("  tools:\n    - status: 429\n      message: 'x'\n", "refusals/tools/0/status", "429"),
+    ("  tools:\n    - status: 400\n", "refusals/tools/0", "'message' is a required property"),
+    ("  tool:\n    - status: 400\n      message: 'x'\n", "refusals", "'tool'"),
+], ids=["bad-regex", "status-5xx", "status-rate-limit", "no-message", "unknown-capability"])
+def test_a_bad_refusal_names_the_file_and_the_field(tmp_path: Path, refusals: str, field: str, problem: str) -> None:
+    path = _engine_with_refusals(tmp_path, refusals)
+    with pytest.raises(ProfileError) as excinfo:
+        load_engine_profile(str(path))
+    message = str(excinfo.value)
+    assert message.startswith(f"{path}: field {field}"), message
+    assert problem in message, message
+
+
+def test_a_model_profile_states_what_it_leaves_off_and_may_not_also_expect_it(tmp_path: Path) -> None:
+    text = (Path(__file__).parents[2] / "fixtures/profiles/models/generic.yaml").read_text(encoding="utf-8")
+    mine = tmp_path / "mine.yaml"
+    mine.write_text(text.replace("name: generic", "name: mine") + "not_served: [tools, image]\n", encoding="utf-8")
+    assert load_model_profile(str(mine)).not_served == frozenset({"tools", "image"})
+    mine.write_text(text.replace("name: generic", "name: mine") + "not_served: [tools]\nexpect: [tools]\n",
+                    encoding="utf-8")
+    with pytest.raises(ProfileError, match=r"field not_served: 'tools' also in expect"):
+        load_model_profile(str(mine))

@@ -45,6 +45,8 @@ from engine_acceptance.reference_engine import RunningReferenceEngine, start_ref
 UNPROFILED = "acme-chat-7b"
 TIMEOUTS = ClientTimeouts(connect=5.0, idle=10.0, total=20.0)
 AUTO_TOOLS_REFUSAL = '"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set'
+# The refusals the classification tests recognize: the vLLM engine profile's, as shipped.
+VLLM = load_engine_profile("vllm").refusal_rules
 
 
 class Engines:
@@ -179,12 +181,21 @@ def test_error_body_under_200_is_broken(engines: Engines) -> None:
     assert probe.state == "broken" and "error body instead of a reply" in probe.evidence, probe
 
 
-def test_engine_without_structured_outputs_refuses_response_format_in_its_words(engines: Engines) -> None:
-    discovery = run_discovery(engines, structured_outputs=False)
-    assert discovery.probes["structured_outputs"] == Probe(
-        "structured_outputs", "not_served",
-        "HTTP 400: response_format 'json_schema' is not supported: this server has no structured-output backend")
+def test_engine_without_structured_outputs_refuses_response_format_in_sglangs_words(engines: Engines) -> None:
+    words = ("Grammar-based generation (json_schema, regex, ebnf, structural_tag) is not supported when the "
+             "server is launched with --grammar-backend none")
+    discovery = run_discovery(engines, engine_profile="sglang", convention="sglang", structured_outputs=False)
+    assert discovery.probes["structured_outputs"] == Probe("structured_outputs", "not_served", f"HTTP 400: {words}")
     assert states(discovery)["tools"] == "served"
+
+
+def test_a_vllm_refusing_response_format_is_broken_since_vllm_has_no_such_refusal(engines: Engines) -> None:
+    # vLLM 0.32 always has a structured-output backend: a 400 to the probe is a fault, not a refusal.
+    probe = run_discovery(engines, structured_outputs=False).probes["structured_outputs"]
+    assert probe.state == "broken", probe
+    assert probe.evidence.startswith("HTTP 400: response_format 'json_schema' is not supported"), probe
+    assert probe.evidence.endswith("run with --not-served structured_outputs (or not_served: [structured_outputs] "
+                                   "in the model profile)"), probe
 
 
 def test_engine_without_the_responses_api_answers_404_in_its_words(engines: Engines) -> None:
@@ -270,9 +281,23 @@ def chat_body(content: str = "42", reasoning: str | None = None) -> dict[str, An
         pytest.param(exchange(400, {"error": {"message": "m is not a multimodal model", "type": "BadRequestError",
                                               "param": None, "code": 400}}),
                      "not_served", "HTTP 400: m is not a multimodal model", id="400-vllm-body"),
+        pytest.param(exchange(400, {"object": "error", "message": "gemma is not a multimodal model",
+                                    "type": "BadRequestError"}),
+                     "not_served", "HTTP 400: gemma is not a multimodal model", id="400-flat-body"),
+        # Any 4xx the engine profile does not list is broken: the checks run (issue 26).
         pytest.param(exchange(400, {"object": "error", "message": "no images", "type": "BadRequestError"}),
-                     "not_served", "HTTP 400: no images", id="400-sglang-flat-body"),
-        pytest.param(exchange(422, "Unprocessable"), "not_served", "HTTP 422: Unprocessable", id="422-text"),
+                     "broken", "HTTP 400: no images: not a refusal engine profile 'vllm' recognizes for image; if the "
+                     "deployment does not offer image on purpose, run with --not-served image (or not_served: "
+                     "[image] in the model profile)", id="400-unknown-words"),
+        pytest.param(exchange(422, "Unprocessable"), "broken", "HTTP 422: Unprocessable: not a refusal engine "
+                     "profile 'vllm' recognizes for image; if the deployment does not offer image on purpose, run "
+                     "with --not-served image (or not_served: [image] in the model profile)", id="422-text"),
+        pytest.param(exchange(403, "Forbidden"), "broken", "HTTP 403: Forbidden: not a refusal engine profile "
+                     "'vllm' recognizes for image; if the deployment does not offer image on purpose, run with "
+                     "--not-served image (or not_served: [image] in the model profile)", id="403-proxy"),
+        pytest.param(exchange(404, {"detail": "Not Found"}), "broken", "HTTP 404: Not Found: not a refusal engine "
+                     "profile 'vllm' recognizes for image; if the deployment does not offer image on purpose, run "
+                     "with --not-served image (or not_served: [image] in the model profile)", id="404-on-chat"),
         pytest.param(exchange(401, {"error": "Unauthorized"}), "broken", "HTTP 401: Unauthorized", id="401-auth"),
         pytest.param(exchange(429, {"error": {"message": "slow down"}}), "broken", "HTTP 429: slow down",
                      id="429-rate-limit"),
@@ -291,7 +316,43 @@ def chat_body(content: str = "42", reasoning: str | None = None) -> dict[str, An
     ],
 )
 def test_classify_exchange(made: Exchange, state: str, evidence: str) -> None:
-    assert classify_exchange(made) == (state, evidence)
+    assert classify_exchange(made, "image", VLLM) == (state, evidence)
+
+
+@pytest.mark.parametrize(("capability", "message", "state"), [
+    ("tools", AUTO_TOOLS_REFUSAL, "not_served"),
+    ("tools", 'tool_choice=function "get_weather" requires --tool-call-parser to be set', "not_served"),
+    # A tool parser that crashes is no refusal, even in vLLM's own error shape.
+    ("tools", "Error in extracting tool call from response: JSONDecodeError: Expecting ','", "broken"),
+    # The same words for another capability are not its refusal.
+    ("image", AUTO_TOOLS_REFUSAL, "broken"),
+    ("image", "Failed to load image: cannot identify image file <_io.BytesIO object>", "broken"),
+    ("tools", "gemma-3-270m is not a multimodal model", "broken"),
+])
+def test_only_the_engine_profiles_refusal_for_that_capability_is_not_served(capability: str, message: str,
+                                                                            state: str) -> None:
+    made = exchange(400, {"error": {"message": message, "type": "BadRequestError", "param": None, "code": 400}})
+    found, evidence = classify_exchange(made, capability, VLLM)
+    assert found == state, evidence
+    assert evidence.startswith(f"HTTP 400: {message}"[:150])
+    if state == "broken":
+        assert evidence.endswith(f"run with --not-served {capability} (or not_served: [{capability}] in the model "
+                                 "profile)"), evidence
+
+
+def test_the_generic_profile_recognizes_the_known_engines_refusals_and_nothing_else() -> None:
+    generic = load_engine_profile("generic").refusal_rules
+    assert generic.recognizes("tools", 400, AUTO_TOOLS_REFUSAL)
+    assert generic.recognizes("image", 400, "qwen3-8b is not a multimodal model")
+    assert generic.recognizes("structured_outputs", 400, "Grammar-based generation (json_schema, regex, ebnf, "
+                              "structural_tag) is not supported when the server is launched with --grammar-backend "
+                              "none")
+    assert generic.recognizes("tokenize", 404, "Not Found") and generic.recognizes("responses", 404, "Not Found")
+    assert not generic.recognizes("tools", 400, "Error in extracting tool call from response: JSONDecodeError")
+    assert not generic.recognizes("image", 400, "Failed to load image: cannot identify image file")
+    assert not generic.recognizes("responses", 403, "Forbidden")
+    # A 404 on a chat feature is no absent route: the chat route answered.
+    assert not generic.recognizes("tools", 404, "Not Found")
 
 
 def _counted(prompt_tokens: int | None, content: str = "Red") -> Exchange:
@@ -330,18 +391,30 @@ def _counted(prompt_tokens: int | None, content: str = "Red") -> Exchange:
         # The media request's own refusal or fault decides; the counts are not looked at.
         pytest.param(exchange(400, {"error": {"message": "m is not a multimodal model"}}), _counted(7),
                      "not_served", "HTTP 400: m is not a multimodal model", id="400"),
+        # A decoder that fails on valid media is no refusal (media-decode-400).
+        pytest.param(exchange(400, {"error": {"message": "Failed to load image: cannot identify image file"}}),
+                     _counted(7), "broken", "HTTP 400: Failed to load image: cannot identify image file: not a "
+                     "refusal engine profile 'vllm' recognizes for image; if the deployment does not offer image on "
+                     "purpose, run with --not-served image (or not_served: [image] in the model profile)",
+                     id="400-decoder"),
         pytest.param(_counted(7, content=""), _counted(7), "broken",
                      "HTTP 200 with nothing in content, reasoning or tool calls (finish_reason 'stop')",
                      id="empty-reply"),
     ],
 )
 def test_classify_media(with_media: Exchange, without: Exchange, state: str, evidence: str) -> None:
-    assert classify_media(with_media, without, content_type="image_url", noun="image") == (state, evidence)
+    assert classify_media(with_media, without, content_type="image_url", noun="image", rules=VLLM) == (state,
+                                                                                                      evidence)
 
 
 def test_evidence_is_capped_for_a_table_cell() -> None:
-    state, evidence = classify_exchange(exchange(400, {"error": {"message": "x" * 1000}}))
+    state, evidence = classify_exchange(exchange(400, {"error": {"message": "x" * 1000 + " is not a multimodal "
+                                                                            "model"}}), "image", VLLM)
     assert state == "not_served" and len(evidence) <= 200 and evidence.endswith("…")
+    # Broken: the engine's words are capped, the note naming the command is kept whole.
+    state, evidence = classify_exchange(exchange(400, {"error": {"message": "x" * 1000}}), "image", VLLM)
+    assert state == "broken" and evidence.endswith("--not-served image (or not_served: [image] in the model profile)")
+    assert "…: not a refusal engine profile 'vllm' recognizes for image" in evidence
 
 
 @pytest.mark.parametrize(
@@ -355,10 +428,14 @@ def test_evidence_is_capped_for_a_table_cell() -> None:
         pytest.param(exchange(200, {"ok": True}), "broken",
                      'POST /tokenize: HTTP 200 without a token list or count: {"ok": true}', id="200-no-tokens"),
         pytest.param(exchange(502, "Bad Gateway"), "broken", "POST /tokenize: HTTP 502: Bad Gateway", id="502"),
+        pytest.param(exchange(403, "Forbidden"), "broken", "POST /tokenize: HTTP 403: Forbidden: not a refusal engine "
+                     "profile 'vllm' recognizes for tokenize; if the deployment has no tokenize endpoint on purpose, "
+                     "count locally with --tokenizer FILE (the served model's tokenizer.json) or add the refusal to "
+                     "the engine profile's refusals.tokenize", id="403-proxy"),
     ],
 )
 def test_classify_tokenize(made: Exchange, state: str, evidence: str) -> None:
-    assert classify_tokenize(made, "/tokenize") == (state, evidence)
+    assert classify_tokenize(made, "/tokenize", VLLM) == (state, evidence)
 
 
 def _cut(content: str) -> dict[str, Any]:
@@ -384,14 +461,17 @@ def _cut(content: str) -> dict[str, Any]:
         pytest.param(exchange(200, chat_body("", reasoning="Let me think")), "served",
                      "HTTP 200: accepted; reasoning only within 32 tokens, the JSON is judged by the checks",
                      id="reasoning-only"),
-        pytest.param(exchange(400, {"error": {"message": "response_format is not supported"}}), "not_served",
-                     "HTTP 400: response_format is not supported", id="400"),
+        pytest.param(exchange(400, {"error": {"message": "response_format is not supported"}}), "broken",
+                     "HTTP 400: response_format is not supported: not a refusal engine profile 'vllm' recognizes "
+                     "for structured_outputs; if the deployment does not offer structured_outputs on purpose, run "
+                     "with --not-served structured_outputs (or not_served: [structured_outputs] in the model "
+                     "profile)", id="400-unknown"),
         pytest.param(exchange(500, {"error": {"message": ""}}), "broken", 'HTTP 500: {"error": {"message": ""}}',
                      id="500"),
     ],
 )
 def test_classify_structured(made: Exchange, state: str, evidence: str) -> None:
-    assert classify_structured(made) == (state, evidence)
+    assert classify_structured(made, VLLM) == (state, evidence)
 
 
 def _trials(answer: Any) -> list[SwitchTrial]:
@@ -473,7 +553,11 @@ def test_unprobed_capability_reads_as_not_probed() -> None:
                      'POST /v1/responses: HTTP 200 without a response object: {"choices": []}', id="not-a-response"),
         pytest.param(exchange(500, {"error": {"message": "boom"}}), "broken", "POST /v1/responses: HTTP 500: boom",
                      id="500"),
+        pytest.param(exchange(403, "Forbidden"), "broken", "POST /v1/responses: HTTP 403: Forbidden: not a refusal "
+                     "engine profile 'vllm' recognizes for responses; if the deployment does not offer responses on "
+                     "purpose, run with --not-served responses (or not_served: [responses] in the model profile)",
+                     id="403-firewall"),
     ],
 )
 def test_classify_responses(made: Exchange, state: str, evidence: str) -> None:
-    assert classify_responses(made) == (state, evidence)
+    assert classify_responses(made, VLLM) == (state, evidence)

@@ -1,0 +1,98 @@
+"""Which 4xx answers mean "this deployment does not offer that capability".
+
+A probe answered 4xx learned one of two things: the deployment refuses the capability
+on purpose (vLLM: ``400 gemma-3-270m is not a multimodal model``), or something in
+front of or inside the engine failed (a tool parser that crashes, ``400 Error in
+extracting tool call``; an image decoder that cannot read valid media; a firewall's
+403). Only the first may skip the capability's checks. The status code cannot tell
+them apart, so each engine profile lists, per probed capability, the refusals its
+engine sends (status and a pattern of the message, taken from the engine's source);
+any other 4xx is broken and its checks run. A capability the user turned off on
+purpose is stated with ``--not-served`` or a model profile's ``not_served:``.
+
+No pytest here; the engine profile loader builds the rules, discovery applies them.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+__all__ = ["ANY_CLIENT_ERROR", "PROBED_CAPABILITIES", "Refusal", "RefusalRules", "parse_refusals",
+           "unrecognized_note"]
+
+# The capabilities a discovery probe asks about, and so the keys of an engine profile's refusals.
+PROBED_CAPABILITIES = ("tools", "image", "video", "reasoning", "thinking_modes", "tokenize", "structured_outputs",
+                       "responses")
+# How the user states a capability is off on purpose, per probed capability. tokenize is no
+# model-profile capability: what stands in for the engine's count is a local tokenizer.
+_STATE_INTENT = {"tokenize": "if the deployment has no tokenize endpoint on purpose, count locally with "
+                             "--tokenizer FILE (the served model's tokenizer.json) or add the refusal to the "
+                             "engine profile's refusals.tokenize"}
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """One answer that means "not offered": its HTTP status and a regular expression its message matches."""
+
+    status: int
+    message: re.Pattern[str]
+
+    def matches(self, status: int, text: str) -> bool:
+        return status == self.status and self.message.search(text) is not None
+
+
+@dataclass(frozen=True)
+class RefusalRules:
+    """An engine profile's refusals, per capability, and the profile's name for the evidence."""
+
+    profile: str
+    by_capability: Mapping[str, tuple[Refusal, ...]] = field(default_factory=dict)
+    # Only for the thinking switches: a switch the engine refuses is a switch this deployment
+    # does not take (another may work), never a fault of the capability.
+    any_client_error: bool = False
+    # For a request every chat server must answer (the plain question): no 4xx is a refusal,
+    # and no --not-served is offered for it.
+    plain_request: bool = False
+
+    def recognizes(self, capability: str, status: int, text: str) -> bool:
+        if self.any_client_error:
+            return True
+        return any(refusal.matches(status, text) for refusal in self.by_capability.get(capability, ()))
+
+
+ANY_CLIENT_ERROR = RefusalRules("(any 4xx: a thinking switch the engine does not take)", any_client_error=True)
+
+
+def unrecognized_note(rules: RefusalRules, capability: str) -> str:
+    """What broken evidence says after the engine's words: not a known refusal, and how to state the intent
+    (empty for the plain chat request, whose every failure is a fault)."""
+    if rules.plain_request:
+        return ""  # the evidence already says a plain chat request failed
+    how = _STATE_INTENT.get(capability, f"if the deployment does not offer {capability} on purpose, run with "
+                                        f"--not-served {capability} (or not_served: [{capability}] in the model "
+                                        "profile)")
+    return f"not a refusal engine profile {rules.profile!r} recognizes for {capability}; {how}"
+
+
+def parse_refusals(data: Mapping[str, Any] | None, path: Path,
+                   error: type[Exception]) -> dict[str, tuple[Refusal, ...]]:
+    """The ``refusals:`` mapping of an engine profile (already schema-checked), each message compiled.
+
+    A message that is not a regular expression raises `error` naming the file and the field.
+    """
+    parsed: dict[str, tuple[Refusal, ...]] = {}
+    for capability, entries in (data or {}).items():
+        refusals = []
+        for index, entry in enumerate(entries):
+            try:
+                pattern = re.compile(entry["message"])
+            except re.error as exc:
+                raise error(f"{path}: field refusals/{capability}/{index}/message: {entry['message']!r} is not a "
+                            f"regular expression ({exc})") from exc
+            refusals.append(Refusal(int(entry["status"]), pattern))
+        parsed[capability] = tuple(refusals)
+    return parsed
