@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine_acceptance.assertions import short
+from engine_acceptance.assertions import assert_no_problems, short
 from engine_acceptance.wire.reassembly import Reply
 from engine_acceptance.recall.answers import code_problems, codes_in, json_codes
 from engine_acceptance.recall.cases import FIELD_KEYS, NO_COUNT_REASON, RecallRun, field_case, field_prefix, million_case
@@ -177,4 +177,4 @@ async def _assert_prompt_tokens_match(recall_runner, run, recall_prompts, reques
                                                 template_tokens_max=declared["template_tokens_max"])
     request.node.user_properties.append(("prompt_token_difference", accounting.difference))
     problems = accounting.problems()
-    assert not problems, "; ".join(problems) + f" [{accounting.describe()}]"
+    assert_no_problems(problems, detail=f"[{accounting.describe()}]")
