@@ -57,7 +57,7 @@ class SeveralProblems(AssertionError):
     """A failed check that found more than one problem; ``problems`` keeps them apart.
 
     The message is the header, then one problem a line (a problem's own further lines
-    indented under it), then the detail: ``2 problems:\n  - 128/128@1: ...\n  - 128/128@4: ...``.
+    indented under it), then the detail (what all problems share: the answer, the counts): ``2 problems:\n  - 128/128@1: ...\n  - 128/128@4: ...``.
     """
 
     def __init__(self, problems: Sequence[str], header: str | None = None, detail: str | None = None) -> None:
@@ -78,7 +78,8 @@ def _several_message(problems: Sequence[str], header: str | None, detail: str | 
         lines.append(f"  - {first}")
         lines.extend(f"    {line}" for line in rest)
     if detail:
-        lines.append(detail)
+        # On a line of its own, without the separator that joins it to a single problem.
+        lines.append(detail.lstrip("; "))
     return "\n".join(lines)
 
 
@@ -87,13 +88,15 @@ def problems_failure(problems: Sequence[str], *, header: str | None = None,
     """The failure for these problems (at least one).
 
     One problem is a plain AssertionError worded as the checks always worded it,
-    ``header: problem detail``, so a record written for it reads it as before; more than
-    one is a :class:`SeveralProblems`.
+    ``header: problem`` then ``detail`` as given (with its own leading separator, `` [...]``
+    or ``; the answer was ...``), so a record written for it reads it as before; more than
+    one is a :class:`SeveralProblems`. A record is matched in each problem's own words, so a
+    problem says what it is about (its cell, its key), not only the header.
     """
     if not problems:
         raise ValueError("a failure needs at least one problem")
     if len(problems) == 1:
-        return AssertionError(f"{header}: " * (header is not None) + problems[0] + f" {detail}" * bool(detail))
+        return AssertionError(f"{header}: " * (header is not None) + problems[0] + (detail or ""))
     return SeveralProblems(problems, header, detail)
 
 

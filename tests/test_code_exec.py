@@ -53,6 +53,7 @@ async def test_unique_sorted_passes_the_hidden_cases_in_the_sandbox(chat, prompt
     assert code is not None, f"no Python code defining {spec['function']} in the reply: {short(reply.content, 400)!r}"
     allure.attach(code.source, name=f"extracted code ({code.found_as})", attachment_type=allure.attachment_type.TEXT)
     refused = check_function_source(code.source, function=spec["function"])
+    # One problem, the code refused; the reasons say why (a record for it covers any reason).
     assert not refused, "the code fails the allow-list and was not run: " + "; ".join(refused)
     cases = spec["cases"]
     # The sandbox blocks on its child: off the event loop.

@@ -115,7 +115,7 @@ async def test_streamed_events_come_in_order(respond, model_profile) -> None:
     exchange, _ = await respond(_text_request(model_profile, CASE["prompt"]), stream=True)
     stream = read_stream(exchange.events)
     problems = order_problems(stream.events)
-    assert_no_problems(problems, detail=f"(events: {short(', '.join(stream.types), 400)})")
+    assert_no_problems(problems, detail=f" (events: {short(', '.join(stream.types), 400)})")
 
 
 async def test_streamed_text_deltas_add_up_to_the_final_text(respond, model_profile) -> None:

@@ -145,7 +145,7 @@ async def test_chat_prompt_tokens_match_the_engines_count(chat, prompts, prompt_
                                   tolerance=0, template_tokens_max=0, conversation_tokens=conversation)
     _record(request, accounting, acceptance)
     problems = accounting.problems()
-    assert_no_problems(problems, detail=f"[{accounting.describe()}]")
+    assert_no_problems(problems, detail=f" [{accounting.describe()}]")
 
 
 async def test_completion_prompt_tokens_match_the_engines_count(raw_client, prompts, prompt_counting, acceptance,
