@@ -56,8 +56,10 @@ def short(text: str, limit: int = 200) -> str:
 class SeveralProblems(AssertionError):
     """A failed check that found more than one problem; ``problems`` keeps them apart.
 
-    The message is the header, then one problem a line (a problem's own further lines
-    indented under it), then the detail (what all problems share: the answer, the counts): ``2 problems:\n  - 128/128@1: ...\n  - 128/128@4: ...``.
+    The message's first line is the header and the problems' first lines (cut), then each
+    problem whole, one a line (its own further lines indented under it), then the detail
+    (what all problems share: the answer, the counts):
+    ``problems (2): 128/128@1: ... | 128/128@4: ...\n  - 128/128@1: ...\n  - 128/128@4: ...``.
     """
 
     def __init__(self, problems: Sequence[str], header: str | None = None, detail: str | None = None) -> None:
@@ -71,8 +73,17 @@ class SeveralProblems(AssertionError):
         return (type(self), (self.problems, self.header, self.detail))
 
 
+# The first line (what the gate and pytest's summary show) names the problems up to this length.
+_FIRST_LINE_LIMIT = 400
+
+
 def _several_message(problems: Sequence[str], header: str | None, detail: str | None) -> str:
-    lines = [f"{header or f'{len(problems)} problems'}:"]
+    # The first line alone must say what failed (gate.json and the summary read only it): the
+    # problems' first lines, cut; the whole of each follows, one a line.
+    named = " | ".join((problem.splitlines() or [""])[0] for problem in problems)
+    if len(named) > _FIRST_LINE_LIMIT:
+        named = named[:_FIRST_LINE_LIMIT] + "…"
+    lines = [f"{header or 'problems'} ({len(problems)}): {named}"]
     for problem in problems:
         first, *rest = problem.splitlines() or [""]
         lines.append(f"  - {first}")

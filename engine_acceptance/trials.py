@@ -178,9 +178,7 @@ class TrialResult:
         problems = self.problems()
         if lead is not None or len(problems) <= 1:
             return AssertionError(self.failure_message(lead))
-        failed = sum(not sample.passed for sample in self.samples)
-        return SeveralProblems(problems, header=f"{failed} of {len(self.samples)} samples failed "
-                                                f"[trials: {self.count} passed, rule: {self.rule}]")
+        return SeveralProblems(problems, header=f"failing samples [trials: {self.count} passed, rule: {self.rule}]")
 
     def csv_table(self) -> str:
         """One row per sample: number, passed, reason (shortened), seconds."""

@@ -221,7 +221,8 @@ async def test_a_second_failing_sample_with_another_failure_is_not_covered_by_th
     result = await run_trials(sample, TrialRule(3))
     failure, (matched, line) = _judged(result)
     assert str(failure).splitlines() == [
-        "2 of 3 samples failed [trials: 1/3 passed, rule: all 3]:",
+        "failing samples [trials: 1/3 passed, rule: all 3] (2): sample 1: expected 703 in the answer, got "
+        "'计算 19×37' (sample 1) | sample 2: streamed request to http://h/v1/chat/completions failed: HTTP 500: {}",
         "  - sample 1: expected 703 in the answer, got '计算 19×37' (sample 1)",
         "  - sample 2: streamed request to http://h/v1/chat/completions failed: HTTP 500: {}"]
     # The old reading: the first failing sample's words only, which the record describes.

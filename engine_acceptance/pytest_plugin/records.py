@@ -3,8 +3,8 @@
 pytest's xfail turns *any* failure of a marked check into an expected failure: a
 check recorded for "HTTP 500 on corrupt media" that starts to hang, or gets HTTP
 200 with an invented description, would still read "known defect". Each record
-says what its failure looks like (``failure``: a message regex and/or a report
-category, profiles/expectations.py). :class:`RecordHooks` looks at every report pytest
+says what its failure looks like (``failure``: a message regex, required, and optionally
+a report category, profiles/expectations.py). :class:`RecordHooks` looks at every report pytest
 has just turned into an xfail and, when no record that applies to the check
 describes the failure, turns it back into a failure whose first line names the
 record and the real failure; the gate and the report then count it as failed.

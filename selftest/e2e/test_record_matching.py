@@ -144,6 +144,15 @@ def test_each_problem_is_matched_in_its_own_words_and_only_matching_records_are_
                                               f"no record)"), line
 
 
+def test_a_failure_of_several_problems_names_them_all_on_its_first_line_and_each_whole_below() -> None:
+    """The gate and pytest's summary read only the first line: it must say what failed."""
+    failure = problems_failure([NO_USAGE, HTTP_500_CELL + "\nmore of the engine's words"], detail=" [counts]")
+    assert isinstance(failure, SeveralProblems) and failure.problems == (NO_USAGE, HTTP_500_CELL +
+                                                                          "\nmore of the engine's words")
+    assert str(failure).splitlines() == [f"problems (2): {NO_USAGE} | {HTTP_500_CELL}", f"  - {NO_USAGE}",
+                                         f"  - {HTTP_500_CELL}", "    more of the engine's words", "[counts]"]
+
+
 def test_a_single_problem_is_matched_in_the_whole_message_as_before(tmp_path: Path) -> None:
     records = load_expectations([_records(tmp_path, [_record("test_throughput.py::*", {
         "message": "AssertionError: 128/128@1: 8/8 requests reported no usage"})])])
