@@ -91,8 +91,8 @@ def error_problems(result: CellResult) -> list[str]:
                 examples.setdefault(record.error_kind, record.error or "")
     # One problem per kind of error: an expected-failure record for one kind (a known HTTP 500, say)
     # must not cover another kind that shows up beside it.
-    return [f"{result.cell.key}: {count}/{total} measured requests failed: {kind} x{count} (e.g. {examples[kind][:200]})"
-            for kind, count in counts.most_common()]
+    return [f"{result.cell.key}: {count}/{total} measured requests failed: {kind} x{count} "
+            f"(e.g. {examples[kind][:200]})" for kind, count in counts.most_common()]
 
 
 def length_problems(result: CellResult, *, output_forced: bool, input_exact: bool = True,
