@@ -1,8 +1,8 @@
 """How a check failed, in a few named categories: the rules Allure's ``categories.json`` uses,
 and the one reading of them (:func:`failure_category`).
 
-An expected-failure record may name a category (``failure.category``) instead of a message
-pattern; the report files each failure under the same rules, so a record's category and the
+An expected-failure record may name a category (``failure.category``) beside its message
+pattern (which is required); the report files each failure under the same rules, so a record's category and the
 report's can never disagree. The rules rely on the wording the checks and clients use:
 "HTTP 5xx", "timeout", stream framing problems.
 """

@@ -9,7 +9,9 @@ at least a rate (``at least 80% of 5``). The count is reported as k/K with its 9
 lower bound, like the seeds' tables (seed 001: disabled 0/3, enabled 3/3).
 
 A sample fails by raising ``AssertionError``; its message is the sample's reason (a failed
-request fails through ``assertions.reply_of``, which raises one). Any other exception (a
+request fails through ``assertions.reply_of``, which raises one). Each failing sample is a
+problem of its own (with its number) when the trial fails: an expected-failure record must
+describe every failing sample, not only the first (:meth:`TrialResult.failure`). Any other exception (a
 skip, ``pytest.fail``, a bug in the check) is not a sample's result: it propagates
 unchanged once every sample has finished, so no request is left running.
 
@@ -30,6 +32,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from engine_acceptance.assertions import SeveralProblems, problems_of
 from engine_acceptance.proportions import Proportion
 
 __all__ = ["DEFAULT_SAMPLES", "TRIAL_KINDS", "SampleResult", "TrialResult", "TrialRule", "current_sample",
@@ -111,6 +114,8 @@ class SampleResult:
     elapsed_s: float
     # What the sample returned (None when it failed): a check may tabulate it.
     value: Any = None
+    # The failure's separate problems (assertions.problems_of): one, or a SeveralProblems' list.
+    problems: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -156,6 +161,25 @@ class TrialResult:
         head, newline, rest = reason.partition("\n")
         return f"{head} [trials: {self.count} passed, rule: {self.rule}]{newline}{rest}"
 
+    def problems(self) -> list[str]:
+        """Every failing sample's problems, each as ``sample N: <problem>``, in sample order."""
+        return [f"sample {sample.number}: {problem}" for sample in self.samples if not sample.passed
+                for problem in (sample.problems or (sample.reason,))]
+
+    def failure(self, lead: str | None = None) -> AssertionError:
+        """The check's failure when the rule is not met.
+
+        One failing problem in all: :meth:`failure_message`, as a single-shot check words it.
+        More (a second failing sample, or a sample with several problems): a
+        :class:`SeveralProblems` listing each failing sample's problems under the figure, so
+        each is matched by an expected-failure record on its own. A ``lead`` words the
+        failure from every sample at once and stays one problem.
+        """
+        problems = self.problems()
+        if lead is not None or len(problems) <= 1:
+            return AssertionError(self.failure_message(lead))
+        return SeveralProblems(problems, header=f"failing samples [trials: {self.count} passed, rule: {self.rule}]")
+
     def csv_table(self) -> str:
         """One row per sample: number, passed, reason (shortened), seconds."""
         table = io.StringIO()
@@ -178,7 +202,7 @@ async def _one(sample: Sample, number: int, total: int) -> SampleResult:
     try:
         value = await sample()
     except AssertionError as failure:
-        return SampleResult(number, False, str(failure), time.monotonic() - started)
+        return SampleResult(number, False, str(failure), time.monotonic() - started, problems=problems_of(failure))
     return SampleResult(number, True, "", time.monotonic() - started, value)
 
 

@@ -186,9 +186,73 @@ async def test_shipped_records_still_match_a_trials_failure(check: str, lead: st
     async def sample() -> None:
         raise AssertionError(lead)
 
+    from engine_acceptance.pytest_plugin.records import judge
+
     result = await run_trials(sample, TrialRule(5))
-    # As pytest shows it to the records: ExceptionInfo.exconly().
-    message = f"AssertionError: {result.failure_message(lead if '240' in check else None)}"
+    # As the check fails: every sample's failure a problem of its own (the 240 check words one from all).
+    failure = result.failure(lead if '240' in check else None)
+    message = f"{type(failure).__name__}: {failure}"
     records = [record for record in load_expectations() if record.check == check]
     assert records, check
-    assert all(record.failure.matches(message) for record in records), (check, message)
+    for record in records:
+        assert judge([record], failure, message) == ([record], None), (check, record.origin, message)
+
+
+# --- each failing sample is a problem of its own (issue 26, point 3) -----------------------
+
+GEMMA_ARITHMETIC = "gemma3-270m-vllm-cpu.yaml#0"
+
+
+def _judged(result, check_origin: str = GEMMA_ARITHMETIC):
+    from engine_acceptance.pytest_plugin.records import judge
+
+    records = [record for record in load_expectations() if record.origin == check_origin]
+    failure = result.failure()
+    message = f"{type(failure).__module__}.{type(failure).__name__}: {failure}" \
+        if type(failure) is not AssertionError else f"AssertionError: {failure}"
+    return failure, judge(records, failure, message)
+
+
+async def test_a_second_failing_sample_with_another_failure_is_not_covered_by_the_first_ones_record() -> None:
+    """Sample 1 gives the recorded wrong answer, sample 2 an HTTP 500: the record covers sample 1 only."""
+    async def sample() -> None:
+        number, _ = current_sample()
+        if number == 1:
+            raise AssertionError("expected 703 in the answer, got '计算 19×37' (sample 1)")
+        if number == 2:
+            raise AssertionError("streamed request to http://h/v1/chat/completions failed: HTTP 500: {}")
+
+    result = await run_trials(sample, TrialRule(3))
+    failure, (matched, line) = _judged(result)
+    assert str(failure).splitlines() == [
+        "failing samples [trials: 1/3 passed, rule: all 3] (2): sample 1: expected 703 in the answer, got "
+        "'计算 19×37' (sample 1) | sample 2: streamed request to http://h/v1/chat/completions failed: HTTP 500: {}",
+        "  - sample 1: expected 703 in the answer, got '计算 19×37' (sample 1)",
+        "  - sample 2: streamed request to http://h/v1/chat/completions failed: HTTP 500: {}"]
+    # The old reading: the first failing sample's words only, which the record describes.
+    assert all(record.failure.matches(f"AssertionError: {result.failure_message()}") for record in matched)
+    assert line is not None and line.endswith(
+        "got: sample 2: streamed request to http://h/v1/chat/completions failed: HTTP 500: {} (1 of 2 problems "
+        "described by no record)"), line
+    assert f"record {GEMMA_ARITHMETIC} expects a message matching /expected 703 in the answer, got /" in line
+
+
+async def test_every_failing_sample_with_the_recorded_failure_is_covered() -> None:
+    result = await run_trials(_failing_at({1, 2, 3}), TrialRule(3))
+    failure, (matched, line) = _judged(result)
+    assert len(failure.problems) == 3 and line is None and [r.origin for r in matched] == [GEMMA_ARITHMETIC]
+    # One failing sample alone is worded as before: its own message with the figure.
+    one = await run_trials(_failing_at({2}), TrialRule(3))
+    assert type(one.failure()) is AssertionError
+    assert str(one.failure()) == one.failure_message()
+
+
+async def test_a_sample_with_several_problems_gives_each_its_own_line() -> None:
+    from engine_acceptance.assertions import SeveralProblems, problems_failure
+
+    async def sample() -> None:
+        raise problems_failure(["usage.total_tokens=3 but 1 + 1 = 2", "usage.prompt_tokens is 0"])
+
+    failure = (await run_trials(sample, TrialRule(1))).failure()
+    assert isinstance(failure, SeveralProblems)
+    assert failure.problems == ("sample 1: usage.total_tokens=3 but 1 + 1 = 2", "sample 1: usage.prompt_tokens is 0")

@@ -35,7 +35,7 @@ from typing import Any
 import allure
 import pytest
 
-from engine_acceptance.assertions import short
+from engine_acceptance.assertions import assert_no_problems, short
 from engine_acceptance.profiles.profile import EngineProfile, ModelProfile
 from engine_acceptance.pytest_plugin.allure_report import attach_json
 from engine_acceptance.resources import load_prompts
@@ -88,7 +88,7 @@ def _assert_all_left(cuts: list[Cut], stream: bool, engine_profile: EngineProfil
     failed = [f"client {cut.index}: {cut.problem}" for cut in cuts if not cut.ok]
     how = (f"{len(cuts)} streams to close after {CASE['cut_after_events']} events" if stream else
            f"{len(cuts)} non-streamed requests to give up after {CASE['abandon_after_s']:g}s")
-    assert not failed, f"of {how}, not every one could be left as planned: " + "; ".join(failed)
+    assert_no_problems(failed, header=f"of {how}, not every one could be left as planned")
 
 
 def _gauge_names(engine_profile: EngineProfile) -> dict[str, tuple[str, ...]]:

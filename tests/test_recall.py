@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine_acceptance.assertions import short
+from engine_acceptance.assertions import assert_no_problems, short
 from engine_acceptance.wire.reassembly import Reply
 from engine_acceptance.recall.answers import code_problems, codes_in, json_codes
 from engine_acceptance.recall.cases import FIELD_KEYS, NO_COUNT_REASON, RecallRun, field_case, field_prefix, million_case
@@ -105,8 +105,9 @@ async def test_field_extraction_returns_the_asked_key_exactly(recall_runner, rec
         reply = _whole_reply(run, request)
         expected = [needle for needle in run.haystack.needles if needle.code.startswith(prefix + "-")]
         problems = code_problems(expected, codes_in(reply.content), [n.code for n in run.haystack.needles])
-        assert not problems, f"asked for the key {prefix}-…: {'; '.join(problems)}{_cut_note(reply)}; " \
-                             f"the answer was {short(reply.content)!r}"
+        # Each problem names the key, so a record is matched in each one's own words.
+        assert_no_problems([f"asked for the key {prefix}-…: {problem}" for problem in problems],
+                           detail=f"{_cut_note(reply)}; the answer was {short(reply.content)!r}")
 
     await trials(sample)
 
@@ -153,8 +154,8 @@ async def test_million_token_prompt_returns_the_three_codes_exactly_as_json(reca
         found, why = json_codes(reply.content)
         assert found is not None, f"{why}{_cut_note(reply)}: {short(reply.content)!r}"
         problems = code_problems(run.haystack.needles, found)
-        assert not problems, f"in {_prompt_size(run)}: {'; '.join(problems)}; " \
-                             f"the answer was {short(reply.content)!r}"
+        assert_no_problems([f"in {_prompt_size(run)}: {problem}" for problem in problems],
+                           detail=f"; the answer was {short(reply.content)!r}")
 
     await trials(sample)
 
@@ -177,4 +178,4 @@ async def _assert_prompt_tokens_match(recall_runner, run, recall_prompts, reques
                                                 template_tokens_max=declared["template_tokens_max"])
     request.node.user_properties.append(("prompt_token_difference", accounting.difference))
     problems = accounting.problems()
-    assert not problems, "; ".join(problems) + f" [{accounting.describe()}]"
+    assert_no_problems(problems, detail=f" [{accounting.describe()}]")

@@ -32,7 +32,7 @@ from typing import Any
 import allure
 import pytest
 
-from engine_acceptance.assertions import markers_found, short
+from engine_acceptance.assertions import assert_no_problems, markers_found, short
 from engine_acceptance.profiles.profile import ModelProfile
 from engine_acceptance.profiles.tool_schemas import argument_problems, load_tool
 from engine_acceptance.pytest_plugin.allure_report import attach_exchange
@@ -108,20 +108,20 @@ async def test_text_answer_is_a_message_with_output_text_and_usage_that_adds_up(
     elif not output_text(response).strip():
         problems.append(f"the message has no output_text (status {response.get('status')!r}, content "
                         f"{short(json.dumps(messages[0].get('content'), ensure_ascii=False))})")
-    assert not problems, "; ".join(problems)
+    assert_no_problems(problems)
 
 
 async def test_streamed_events_come_in_order(respond, model_profile) -> None:
     exchange, _ = await respond(_text_request(model_profile, CASE["prompt"]), stream=True)
     stream = read_stream(exchange.events)
     problems = order_problems(stream.events)
-    assert not problems, f"{'; '.join(problems)} (events: {short(', '.join(stream.types), 400)})"
+    assert_no_problems(problems, detail=f" (events: {short(', '.join(stream.types), 400)})")
 
 
 async def test_streamed_text_deltas_add_up_to_the_final_text(respond, model_profile) -> None:
     exchange, final = await respond(_text_request(model_profile, CASE["prompt"]), stream=True)
     problems = delta_problems(read_stream(exchange.events).events, final)
-    assert not problems, "; ".join(problems)
+    assert_no_problems(problems)
 
 
 def _function_tool(name: str) -> dict[str, Any]:
@@ -156,7 +156,7 @@ async def test_function_call_round_trip_answers_the_result_in_text(respond, mode
         if streamed != {c.get("call_id") for c in calls}:
             problems.append(f"the stream's function_call items have call_id {sorted(map(str, streamed))}, "
                             f"response.completed has {sorted(str(c.get('call_id')) for c in calls)}")
-    assert not problems, "; ".join(problems)
+    assert_no_problems(problems)
 
     result = {"type": "function_call_output", "call_id": call["call_id"],
               "output": json.dumps(CASE["tool_result"], ensure_ascii=False)}
@@ -171,7 +171,7 @@ async def test_function_call_round_trip_answers_the_result_in_text(respond, mode
         problems.append(f"tool_choice 'none' after the result, yet the response calls again ({_describe(answer)})")
     if not output_text(answer).strip():
         problems.append(f"no output_text answers the function_call_output ({_describe(answer)})")
-    assert not problems, "; ".join(problems)
+    assert_no_problems(problems)
 
 
 @pytest.mark.requires("reasoning")

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from engine_acceptance.assertions import ObservationWarning, reply_of, short
+from engine_acceptance.assertions import ObservationWarning, assert_no_problems, reply_of, short
 from engine_acceptance.profiles.profile import ModelProfile
 from engine_acceptance.profiles.request_options import with_thinking_mode
 from engine_acceptance.pytest_plugin.allure_report import attach_json
@@ -137,8 +137,7 @@ async def test_logprobs_have_one_entry_per_token_with_k_distinct_alternatives(ch
         f"logprobs has {len(entries)} entries for {reply.usage.completion_tokens} completion tokens"
         + (" (the entries of every chunk, in order)" if stream else ""))
     problems = logprob_problems(entries, top)
-    assert not problems, f"top_logprobs: {top}: " + "; ".join(problems[:3]) + (
-        f" (and {len(problems) - 3} more)" if len(problems) > 3 else "")
+    assert_no_problems(problems, header=f"top_logprobs: {top}")
 
 
 async def test_same_seed_gives_the_same_sampled_reply(chat, acceptance, model_profile, stream, request) -> None:

@@ -30,6 +30,7 @@ from engine_acceptance.load.slo_search import SearchPolicy, Step, search_highest
 from engine_acceptance.load.slo_settings import OpenLoopSettings
 from engine_acceptance.progress import Write, terminal_writer
 from engine_acceptance.pytest_plugin.allure_report import attach_json
+from engine_acceptance.assertions import assert_no_problems
 from engine_acceptance.pytest_plugin.keys import options_key
 
 # Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
@@ -118,7 +119,7 @@ async def test_open_loop_load_meets_the_slo_attainment_and_goodput(
     for note in late:
         slo_write(f"note: {note}")
     problems = [problem for outcome in runner.outcomes for problem in outcome.problems(slo_spec)]
-    assert not problems, "\n".join(problems + late)
+    assert_no_problems(problems + late)
 
 
 async def test_slo_search_reports_the_highest_rate_meeting_the_target(

@@ -36,6 +36,7 @@ from engine_acceptance.progress import Write, terminal_writer
 from engine_acceptance.pytest_plugin.allure_report import attach_json
 from engine_acceptance.load.soak import SoakReport, SoakSettings, run_soak
 from engine_acceptance.wire.prometheus import parse_prometheus, pick_series
+from engine_acceptance.assertions import assert_no_problems
 from engine_acceptance.pytest_plugin.keys import options_key
 
 # Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
@@ -152,4 +153,4 @@ async def test_mixed_traffic_soak_has_no_failed_request_and_no_rising_error_rate
             raise interrupts.Terminated("SIGTERM received during the soak: the run was stopped from outside")
         raise KeyboardInterrupt("Ctrl-C during the soak")
     problems = report.problems()
-    assert not problems, "\n".join(problems)
+    assert_no_problems(problems)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine_acceptance.assertions import reply_of
+from engine_acceptance.assertions import assert_no_problems, reply_of
 
 # Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
 pytestmark = [pytest.mark.asyncio, pytest.mark.streaming]
@@ -27,7 +27,7 @@ async def test_every_stream_event_is_a_well_formed_chunk(chat, prompts, model_pr
     exchange = await chat(_request(prompts, model_profile), stream=True)
     reply = reply_of(exchange)
     framing = [problem for problem in reply.problems if "[DONE]" not in problem]
-    assert not framing, "; ".join(framing)
+    assert_no_problems(framing)
     assert reply.chunk_objects == {"chat.completion.chunk"}, f"chunk objects: {sorted(reply.chunk_objects)}"
     assert len(reply.chunk_ids) == 1, f"chunks should share one id, saw {len(reply.chunk_ids)}"
     assert reply.chunk_count >= 2, f"only {reply.chunk_count} chunk(s): the reply was not streamed"

@@ -23,7 +23,7 @@ from typing import Any
 
 import pytest
 
-from engine_acceptance.assertions import markers_found, reply_of, short
+from engine_acceptance.assertions import assert_no_problems, markers_found, reply_of, short
 from engine_acceptance.media.messages import refusal_problem
 from engine_acceptance.profiles.profile import ModelProfile
 from engine_acceptance.profiles.request_options import with_thinking_mode
@@ -56,10 +56,10 @@ def _assert_json(reply: Reply, schema: dict[str, Any] | None, max_tokens: int, m
     leaked = markers_found(reply.content, model_profile.reasoning_markers)
     assert not leaked, f"reasoning markers {leaked} in content, which should be {asked} alone: {short(reply.content)!r}"
     problems = json_problems(reply.content.strip(), schema)
-    if problems and reply.finish_reason == "length":
-        problems.append(f"the reply was cut at max_tokens={max_tokens} (finish_reason 'length') before the JSON "
-                        "was complete")
-    assert not problems, f"response_format asked for {asked}, the content does not fit: {'; '.join(problems)}"
+    # Why the JSON is incomplete, not a problem of its own: it goes with every problem.
+    cut = (f"; the reply was cut at max_tokens={max_tokens} (finish_reason 'length') before the JSON was complete"
+           if reply.finish_reason == "length" else "")
+    assert_no_problems(problems, header=f"response_format asked for {asked}, the content does not fit", detail=cut)
 
 
 async def test_json_schema_reply_is_json_that_fits_the_schema(chat, model_profile, stream) -> None:

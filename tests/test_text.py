@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from engine_acceptance.assertions import integers_in, reply_of, short
+from engine_acceptance.assertions import assert_no_problems, integers_in, reply_of, short
 
 # Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
 pytestmark = [pytest.mark.asyncio, pytest.mark.text]
@@ -41,8 +41,7 @@ async def test_usage_is_present_and_total_is_prompt_plus_completion(chat, prompt
         body["stream_options"] = {"include_usage": True}
     reply = reply_of(await chat(body, stream=stream))
     assert reply.usage is not None, "no usage in the reply" + (" (stream_options.include_usage was set)" if stream else "")
-    problems = reply.usage.inconsistencies()
-    assert not problems, "; ".join(problems)
+    assert_no_problems(reply.usage.inconsistencies())
     assert reply.usage.prompt_tokens > 0, "usage.prompt_tokens is 0 for a non-empty prompt"
     assert reply.usage.completion_tokens > 0, "usage.completion_tokens is 0 for a non-empty reply"
 

@@ -37,6 +37,7 @@ from engine_acceptance.load.gate import check_thresholds, compare_with_baseline
 from engine_acceptance.load.prompts import TextPrompts, recount_prompt_tokens
 from engine_acceptance.load.report import table_html, table_lines
 from engine_acceptance.load.settings import select_cells
+from engine_acceptance.assertions import assert_no_problems
 from engine_acceptance.pytest_plugin.keys import options_key
 
 # Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
@@ -146,4 +147,4 @@ async def test_fixed_length_load_is_served_in_full_and_passes_the_gate(
         throughput_write(f"note: {note}")
     if notes:
         allure.attach("\n".join(notes), name=f"{title}: notes", attachment_type=allure.attachment_type.TEXT)
-    assert not problems, "\n".join(problems)
+    assert_no_problems(problems)

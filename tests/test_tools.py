@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from engine_acceptance.assertions import integers_in, markers_found, reply_of, short
+from engine_acceptance.assertions import assert_no_problems, integers_in, markers_found, reply_of, short
 from engine_acceptance.profiles.profile import ModelProfile
 from engine_acceptance.profiles.tool_schemas import argument_problems, load_tool
 from engine_acceptance.wire.reassembly import Reply, ToolCall
@@ -87,7 +87,7 @@ async def test_tool_call_arguments_are_json_that_fits_the_schema(chat, prompts, 
     assert reply.tool_calls, f"no tool calls to check (content: {short(reply.content)!r})"
     problems = [f"{call.name} call #{call.index}: {problem}"
                 for call in reply.tool_calls for problem in argument_problems(weather_tool, call.arguments)]
-    assert not problems, "; ".join(problems)
+    assert_no_problems(problems)
 
 
 async def test_content_has_no_tool_markup_or_guessed_weather(chat, prompts, weather_tool, model_profile,
@@ -147,7 +147,7 @@ async def test_streamed_tool_calls_reassemble_to_the_non_streamed_calls(chat, pr
     streamed = reply_of(exchange)
     assert not streamed.problems, f"the stream is broken: {'; '.join(streamed.problems)}"
     problems = _fragment_problems(exchange.events)
-    assert not problems, "; ".join(problems)
+    assert_no_problems(problems)
     assert _canonical(streamed.tool_calls) == _canonical(plain.tool_calls), (
         f"streamed calls reassemble to {_describe(streamed.tool_calls)}, "
         f"the non-streamed reply has {_describe(plain.tool_calls)}"

@@ -37,7 +37,7 @@ from typing import Any
 import allure
 import pytest
 
-from engine_acceptance.assertions import reply_of
+from engine_acceptance.assertions import assert_no_problems, reply_of
 from engine_acceptance.pytest_plugin.keys import options_key
 from engine_acceptance.wire.reassembly import Reply
 from engine_acceptance.pytest_plugin.allure_report import attach_exchange, attach_json
@@ -145,7 +145,7 @@ async def test_chat_prompt_tokens_match_the_engines_count(chat, prompts, prompt_
                                   tolerance=0, template_tokens_max=0, conversation_tokens=conversation)
     _record(request, accounting, acceptance)
     problems = accounting.problems()
-    assert not problems, "; ".join(problems) + f" [{accounting.describe()}]"
+    assert_no_problems(problems, detail=f" [{accounting.describe()}]")
 
 
 async def test_completion_prompt_tokens_match_the_engines_count(raw_client, prompts, prompt_counting, acceptance,

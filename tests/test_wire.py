@@ -21,7 +21,7 @@ from typing import Any, Awaitable, Callable
 import allure
 import pytest
 
-from engine_acceptance.assertions import short
+from engine_acceptance.assertions import assert_no_problems, short
 from engine_acceptance.profiles.tool_schemas import load_tool
 from engine_acceptance.pytest_plugin.allure_report import attach_exchange
 from engine_acceptance.resources import load_prompts
@@ -80,14 +80,12 @@ def _chunks(exchange: Exchange) -> list:
 
 async def test_first_chunk_of_the_stream_carries_the_assistant_role(wire_chat, model_profile) -> None:
     chunks = _chunks(await wire_chat(_request(model_profile), stream=True))
-    problems = role_problems(chunks)
-    assert not problems, "; ".join(problems)
+    assert_no_problems(role_problems(chunks))
 
 
 async def test_include_usage_sends_usage_once_in_a_final_chunk_without_choices(wire_chat, model_profile) -> None:
     body = _request(model_profile, stream_options={"include_usage": True})
-    problems = usage_chunk_problems(_chunks(await wire_chat(body, stream=True)))
-    assert not problems, "; ".join(problems)
+    assert_no_problems(usage_chunk_problems(_chunks(await wire_chat(body, stream=True))))
 
 
 async def test_continuous_usage_stats_put_running_usage_in_the_chunks(wire_chat, model_profile,
@@ -98,8 +96,8 @@ async def test_continuous_usage_stats_put_running_usage_in_the_chunks(wire_chat,
                     f"continuous_usage_stats (features.continuous_usage_stats: false)")
     body = _request(model_profile, stream_options={"include_usage": True, "continuous_usage_stats": True})
     problems = continuous_usage_problems(_chunks(await wire_chat(body, stream=True)), mode)
-    assert not problems, (f"continuous_usage_stats (engine profile {engine_profile.name!r}: usage in "
-                          f"{CONTINUOUS_USAGE_MODES[mode]}): " + "; ".join(problems))
+    assert_no_problems(problems, header=f"continuous_usage_stats (engine profile {engine_profile.name!r}: usage in "
+                                        f"{CONTINUOUS_USAGE_MODES[mode]})")
 
 
 @pytest.mark.parametrize("n", [1, 2], ids=["n1", "n2"])
@@ -107,8 +105,7 @@ async def test_each_choice_gets_exactly_one_finish_reason(wire_chat, model_profi
     # n > 1 is sampled (vLLM refuses it greedy); a small max_tokens keeps each choice short.
     fields: dict[str, Any] = {"n": n, "temperature": CASE["n_temperature"]} if n > 1 else {}
     chunks = _chunks(await wire_chat(_request(model_profile, **fields), stream=True, label=f"n={n}"))
-    problems = finish_reason_problems(chunks, n)
-    assert not problems, "; ".join(problems)
+    assert_no_problems(finish_reason_problems(chunks, n))
 
 
 @pytest.mark.requires("tools")
@@ -124,7 +121,7 @@ async def test_tool_call_deltas_are_indexed_from_zero_in_call_order(wire_chat, p
                     f"(finish_reason {reply.finish_reason!r}, content {short(reply.content)!r}); whether it "
                     f"should have is test_tools.py's verdict")
     problems = tool_index_problems(fragments)
-    assert not problems, f"{len(fragments)} tool-call fragments: " + "; ".join(problems)
+    assert_no_problems(problems, header=f"{len(fragments)} tool-call fragments")
 
 
 def _text_of(exchange: Exchange) -> tuple[str, str, list[str]]:
@@ -145,8 +142,7 @@ async def test_cjk_and_emoji_reply_has_no_replacement_character(wire_chat, model
     body = {"messages": [{"role": "user", "content": CASE["multibyte_prompt"]}], "temperature": 0,
             "max_tokens": model_profile.output_budget(CASE["multibyte_max_tokens"])}
     content, reasoning, broken = _text_of(await wire_chat(body, stream=stream))
-    problems = broken + replacement_problems(content, "content") + replacement_problems(reasoning, "reasoning")
-    assert not problems, "; ".join(problems)
+    assert_no_problems(broken + replacement_problems(content, "content") + replacement_problems(reasoning, "reasoning"))
     if not multibyte_characters(content + reasoning):
         pytest.skip(f"the reply has no character of more than one UTF-8 byte (no CJK, no emoji), so nothing "
                     f"could be cut: content {short(content)!r}")
@@ -162,5 +158,4 @@ async def test_reply_has_the_content_type_and_framing_of_its_mode(wire_chat, mod
         return
     assert kind == "text/event-stream", (f"a streamed reply is labelled Content-Type "
                                          f"{exchange.headers.get('content-type')!r}, not text/event-stream")
-    problems = framing_problems(exchange.raw, truncated=exchange.raw_truncated)
-    assert not problems, "; ".join(problems)
+    assert_no_problems(framing_problems(exchange.raw, truncated=exchange.raw_truncated))

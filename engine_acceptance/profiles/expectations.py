@@ -8,7 +8,8 @@ from an installed wheel (``.../site-packages/engine_acceptance/suite/tests/...``
 ``tests/`` prefix in a record is dropped when it is loaded. It names the engine kind and
 version range, a model pattern, the reason and where the defect was seen, and
 what the failure looks like (``failure``: a regular expression searched in the
-failure message and/or the report's failure category). A matching test is
+failure message, required, and optionally the report's failure category; a failure of
+several problems is matched problem by problem, pytest_plugin/records.py). A matching test is
 marked ``xfail(strict=True)``: while the defect lasts the gate stays green, and
 the day it is fixed the test passes, the strict xfail fails, and the stale
 record is noticed instead of hiding a regression forever. A failure the record
@@ -150,6 +151,8 @@ def load_expectations(paths: Sequence[Path] | None = None) -> list[ExpectedFailu
         if errors:
             first = errors[0]
             where = "/".join(str(p) for p in first.absolute_path) or "(top level)"
+            if first.validator == "required" and where.endswith("/failure") and "'message'" in first.message:
+                raise ProfileError(_no_message(path, first.absolute_path[1], data))
             if first.validator == "pattern" and where.endswith("/check"):
                 raise ProfileError(f"{path}: field {where}: {first.instance!r} is not a check id; write the "
                                    f"module and the test, like test_text.py::test_x[*] (no folder, so the record "
@@ -169,6 +172,9 @@ def load_expectations(paths: Sequence[Path] | None = None) -> list[ExpectedFailu
                 except re.error as exc:
                     raise ProfileError(f"{path}: field records/{index}/failure/message: {failure.message!r} is not "
                                        f"a valid regular expression: {exc}") from exc
+                if re.search(failure.message, ""):
+                    # A pattern that matches the empty text matches every problem: no description at all.
+                    raise ProfileError(_no_message(path, index, data, f"{failure.message!r} matches any text"))
             if failure.category is not None and failure.category not in FAILURE_CATEGORIES:
                 raise ProfileError(f"{path}: field records/{index}/failure/category: {failure.category!r} is not "
                                    f"one of the report's failure categories: {', '.join(FAILURE_CATEGORIES)}")
@@ -176,6 +182,17 @@ def load_expectations(paths: Sequence[Path] | None = None) -> list[ExpectedFailu
             records.append(ExpectedFailure(**{**raw, "check": check, "failure": failure},
                                            origin=f"{path.name}#{index}"))
     return records
+
+
+def _no_message(path: Path, index: Any, data: Any, why: str = "it has none") -> str:
+    """The refusal of a record whose failure has no message pattern that describes anything."""
+    try:
+        check = data["records"][index]["check"]
+    except (KeyError, IndexError, TypeError):
+        check = "?"
+    return (f"{path}: record {index} ({check}): field records/{index}/failure/message is required and must describe "
+            f"the failure ({why}): write the check's own words for the problem it excuses, like 'no usage in the "
+            f"reply'; a category alone, or a pattern that matches anything, would excuse every failure of the check")
 
 
 def matching_records(records: Sequence[ExpectedFailure], test_id: str, *, engine: str, version: str | None,

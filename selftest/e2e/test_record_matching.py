@@ -18,7 +18,8 @@ from suite_runner import run_suite
 
 from engine_acceptance.profiles.expectations import EXPECTATIONS_DIR, FailureDescription, load_expectations
 from engine_acceptance.profiles.profile import ProfileError
-from engine_acceptance.pytest_plugin.records import MISMATCH, mismatch_line
+from engine_acceptance.assertions import SeveralProblems, problems_failure
+from engine_acceptance.pytest_plugin.records import MISMATCH, judge, mismatch_line
 from engine_acceptance.pytest_plugin.allure_report import FAILURE_CATEGORIES, failure_category, write_categories
 
 # Failure messages as allure-pytest and the records see them (ExceptionInfo.exconly()),
@@ -91,6 +92,73 @@ def test_mismatch_line_names_the_record_and_the_real_failure(tmp_path: Path) -> 
     line = mismatch_line(load_expectations([path]), HANG)
     assert line == (f"{MISMATCH}: record records.yaml#0 expects category 'Engine error (5xx)' and a message matching "
                     f"/HTTP 500/; got: [Timeout or hang] {HANG.splitlines()[0]}")
+
+
+# --- a record excuses only its own problem (issue 26, point 3) ---------------------------
+
+NO_USAGE = ("128/128@1: 8/8 requests reported no usage.prompt_tokens: with text prompts of an estimated length it "
+            "is the only measure of their input length")
+HTTP_500_CELL = "128/128@1: 2/8 measured requests failed: http_500 x2 (e.g. HTTP 500: {})"
+
+
+def _as_pytest_shows(failure: AssertionError) -> str:
+    return pytest.raises(AssertionError, lambda: (_ for _ in ()).throw(failure)).exconly()
+
+
+def test_a_record_for_one_of_two_problems_in_one_message_leaves_the_check_failing(tmp_path: Path) -> None:
+    """llamacpp-0.3-contract.yaml's "no usage" record must not excuse a cell's HTTP 500s beside it."""
+    records = load_expectations([_records(tmp_path, [_record("test_throughput.py::*", {
+        "message": "requests reported no usage.prompt_tokens: with text prompts"})])])
+    failure = problems_failure([NO_USAGE, HTTP_500_CELL])
+    message = _as_pytest_shows(failure)
+    # The old reading: the record's pattern is somewhere in the whole message.
+    assert records[0].failure.matches(message)
+    matched, line = judge(records, failure, message)
+    assert matched == records and line is not None
+    assert line == (f"{MISMATCH}: record records.yaml#0 expects a message matching /requests reported no "
+                    f"usage.prompt_tokens: with text prompts/; got: {HTTP_500_CELL} "
+                    f"(1 of 2 problems described by no record)")
+    # The same problem in two cells: each line is described, the failure is the record's.
+    both = problems_failure([NO_USAGE, NO_USAGE.replace("@1", "@4")])
+    assert judge(records, both, _as_pytest_shows(both)) == (records, None)
+
+
+def test_each_problem_is_matched_in_its_own_words_and_only_matching_records_are_named(tmp_path: Path) -> None:
+    records = load_expectations([_records(tmp_path, [
+        _record("test_throughput.py::*", {"message": "reported no usage"}),
+        _record("test_throughput.py::*", {"message": "measured requests failed: http_500", "category":
+                                          "Engine error (5xx)"}),
+        _record("test_throughput.py::*", {"message": "output length not honored"}),
+    ])])
+    failure = problems_failure([NO_USAGE, HTTP_500_CELL])
+    matched, line = judge(records, failure, _as_pytest_shows(failure))
+    assert line is None and [r.origin for r in matched] == ["records.yaml#0", "records.yaml#1"]
+    # A category is read from the problem it is matched in: the second cell's http_500 kind came from a
+    # timeout (no "HTTP 5xx" in its words), so the 5xx record does not describe it, although the
+    # whole message, with the first cell's HTTP 500 in it, reads as an engine error.
+    timed_out = "128/128@4: 1/8 measured requests failed: http_500 x1 (e.g. the engine timed out)"
+    failure = problems_failure([HTTP_500_CELL, timed_out])
+    assert records[1].failure.matches(_as_pytest_shows(failure))  # the old, whole-message reading
+    matched, line = judge(records[1:2], failure, _as_pytest_shows(failure))
+    assert line is not None and line.endswith(f"got: [Timeout or hang] {timed_out} (1 of 2 problems described by "
+                                              f"no record)"), line
+
+
+def test_a_failure_of_several_problems_names_them_all_on_its_first_line_and_each_whole_below() -> None:
+    """The gate and pytest's summary read only the first line: it must say what failed."""
+    failure = problems_failure([NO_USAGE, HTTP_500_CELL + "\nmore of the engine's words"], detail=" [counts]")
+    assert isinstance(failure, SeveralProblems) and failure.problems == (NO_USAGE, HTTP_500_CELL +
+                                                                          "\nmore of the engine's words")
+    assert str(failure).splitlines() == [f"problems (2): {NO_USAGE} | {HTTP_500_CELL}", f"  - {NO_USAGE}",
+                                         f"  - {HTTP_500_CELL}", "    more of the engine's words", "[counts]"]
+
+
+def test_a_single_problem_is_matched_in_the_whole_message_as_before(tmp_path: Path) -> None:
+    records = load_expectations([_records(tmp_path, [_record("test_throughput.py::*", {
+        "message": "AssertionError: 128/128@1: 8/8 requests reported no usage"})])])
+    failure = problems_failure([NO_USAGE])
+    assert type(failure) is AssertionError and str(failure) == NO_USAGE
+    assert judge(records, failure, _as_pytest_shows(failure)) == (records, None)
 
 
 # Each shipped record against a failure worded as its check words it (tests/), and against
@@ -361,7 +429,8 @@ def test_shipped_records_describe_exactly_the_failure_they_record() -> None:
     (None, r"records/0: 'failure' is a required property"),
     ({}, r"records/0/failure"),
     ({"message": "HTTP (500"}, r"records/0/failure/message: 'HTTP \(500' is not a valid regular expression"),
-    ({"category": "Server error"}, r"records/0/failure/category: 'Server error' is not one of the report's failure "
+    ({"message": "HTTP 500", "category": "Server error"},
+     r"records/0/failure/category: 'Server error' is not one of the report's failure "
                                    r"categories: Engine error \(5xx\), Timeout or hang"),
     ({"message": "x", "status": 500}, r"records/0/failure: Additional properties are not allowed"),
 ], ids=["missing", "empty", "bad-regex", "unknown-category", "unknown-field"])
@@ -448,3 +517,27 @@ def test_shipped_sglang_500_records_do_not_cover_another_corrupt_media_failure(p
         assert got.startswith(f"[{category}] ")
     allure = read_results(pytester.path / "allure-results")
     assert allure["test_corrupt_media_is_rejected_with_4xx_and_an_error_body[truncated-png]"].status == "failed"
+
+
+@pytest.mark.e2e
+def test_a_record_for_one_of_two_wire_problems_does_not_excuse_the_other(pytester: pytest.Pytester) -> None:
+    """n-ignored and finish-reason-twice together: one message, two problems; the record covers the first only.
+
+    The record is llamacpp-0.3-contract.yaml#8's ("no chunk carries a finish_reason for choice 1");
+    searched in the whole message it would also excuse choice 0's repeated finish_reason.
+    """
+    check = "tests/test_wire.py::test_each_choice_gets_exactly_one_finish_reason[n2]"
+    records = _records(pytester.path, [_record("test_wire.py::test_each_choice_gets_exactly_one_finish_reason[n2]",
+                                               {"message": "no chunk carries a finish_reason for choice 1"})])
+    result, _ = run_suite(pytester, "-m", "wire", "-k", "exactly_one_finish_reason and n2", "--inject", "n-ignored",
+                          "--inject", "finish-reason-twice", f"--expectations={records}",
+                          f"--gate-json={pytester.path / 'gate.json'}")
+    assert result.ret == 1, result.stdout.str()[-3000:]
+    verdict = _gate(pytester)
+    assert verdict["gate"] == "fail" and not verdict["known_defects"]
+    [failing] = verdict["failing_checks"]
+    assert failing["id"] == check
+    assert failing["reason"].startswith(
+        f"{MISMATCH}: record records.yaml#0 expects a message matching /no chunk carries a finish_reason for choice "
+        f"1/; got: choice 0 gets a finish_reason 2 times"), failing["reason"]
+    assert failing["reason"].endswith("(1 of 2 problems described by no record)"), failing["reason"]

@@ -87,3 +87,29 @@ def test_a_clean_engine_passes_every_trial_in_20_runs_out_of_20(pytester: pytest
             passed_runs += 1
     print(f"{passed_runs}/{RUNS} clean runs passed in {time.monotonic() - started:.0f} s")
     assert passed_runs == RUNS
+
+
+def test_a_record_covers_a_trial_whose_every_failing_sample_it_describes(pytester: pytest.Pytester) -> None:
+    """black-pure-color: each of the 3 samples names black, each is a problem of its own, each the record's."""
+    check = "test_image.py::test_pure_color_image_is_named_by_its_color[non-streamed-pure-red-512]"
+    records = pytester.path / "records.yaml"
+    records.write_text(
+        "records:\n"
+        f"  - check: \"{check}\"\n"
+        "    engine: \"*\"\n"
+        "    model: \"^reference-model$\"\n"
+        "    reason: \"the injected defect names a pure colour black\"\n"
+        "    source: selftest\n"
+        "    date: \"2026-12-02\"\n"
+        "    failure:\n"
+        "      message: \"is one single colour, \\\\w+ \\\\([^)]*\\\\); the answer names \\\\['black'[],]\"\n",
+        encoding="utf-8")
+    gate = pytester.path / "gate.json"
+    result, outcomes = run_suite(pytester, "-m", "image", "-k", "pure_color and non-streamed and pure-red",
+                                 "--inject", "black-pure-color", f"--expectations={records}",
+                                 f"--gate-json={gate}")
+    assert result.ret == 0, result.stdout.str()[-3000:]
+    verdict = json.loads(gate.read_text(encoding="utf-8"))
+    [known] = verdict["known_defects"]
+    assert known["id"].endswith(check) and "[record records.yaml#0]" in known["record"], known
+    assert _figures(gate)[check].startswith("0/3 passed"), _figures(gate)

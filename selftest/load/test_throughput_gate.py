@@ -108,3 +108,18 @@ def test_settings_name_the_option_that_is_wrong(tmp_path: Path) -> None:
         with pytest.raises(SettingsError) as raised:
             settings(**overrides)
         assert raised.value.option == option and str(raised.value).startswith(option)
+
+
+def test_each_kind_of_failed_request_is_a_problem_of_its_own() -> None:
+    """A record for the cell's known HTTP 500s must not cover its timeouts: one problem per kind (issue 26)."""
+    from types import SimpleNamespace
+
+    from engine_acceptance.load.metrics import RequestRecord
+    from engine_acceptance.load.validity import error_problems
+
+    records = [RequestRecord(0.0, "http_500", "HTTP 500: {}"), RequestRecord(0.1, "http_500", "HTTP 500: {}"),
+               RequestRecord(0.2, "timeout", "no byte for 60 s"),
+               *(RequestRecord(0.3 + i, None, None) for i in range(5))]
+    result = SimpleNamespace(cell=SimpleNamespace(key="128/128@1"), records=[records])
+    assert error_problems(result) == ["128/128@1: 2/8 measured requests failed: http_500 x2 (e.g. HTTP 500: {})",
+                                      "128/128@1: 1/8 measured requests failed: timeout x1 (e.g. no byte for 60 s)"]

@@ -140,3 +140,46 @@ def test_record_without_reason_is_rejected_with_file_and_field(tmp_path: Path) -
 def test_bad_version_range_is_rejected(tmp_path: Path) -> None:
     with pytest.raises(ProfileError, match="records/0"):
         load_expectations([write(tmp_path, RECORD.replace(">=0.32,<0.33", "about 0.32"))])
+
+
+# --- a record must describe its failure, and model behaviour names its model (issue 26) ---
+
+@pytest.mark.parametrize("failure", ['      category: "Wrong answer"\n', '      message: ".*"\n',
+                                     '      message: "(no usage)?"\n      category: "Protocol violation"\n'],
+                         ids=["category-only", "matches-anything", "matches-empty"])
+def test_a_record_without_a_message_pattern_is_refused_naming_file_record_and_check(tmp_path: Path,
+                                                                                    failure: str) -> None:
+    """A category alone (or a pattern that matches any text) would excuse every failure of the check."""
+    path = write(tmp_path, RECORD.replace('      message: "expected 703 in the answer"\n', failure))
+    with pytest.raises(ProfileError) as excinfo:
+        load_expectations([path])
+    message = str(excinfo.value)
+    assert message.startswith(f"{path}: record 0 (test_text.py::test_arithmetic_answer_is_correct[*]): field "
+                              "records/0/failure/message is required and must describe the failure ("), message
+    assert "a category alone, or a pattern that matches anything, would excuse every failure" in message
+
+
+# Shipped records that may hold for any model (model: ".*"): engine contract defects, each the
+# engine's doing whatever the model answers. Any other shipped record describes what a model
+# answers, so it names the model; a new record for any model must be added here, with its reason.
+ENGINE_DEFECTS = {
+    # llama-cpp-python 0.3.36: no usage in streams, n ignored, bounds unchecked, validation errors as 500,
+    # json_schema unknown, images dropped unread without a CLIP model, tool-call deltas repeat the name.
+    **{f"llamacpp-0.3-contract.yaml#{index}": "engine contract" for index in (*range(0, 18), 19, 22)},
+    # vLLM 0.32: a tool result without its call accepted (and so no error body), a grammar error in a 200 stream.
+    **{f"vllm-0.32-contract.yaml#{index}": "engine contract" for index in (0, 1, 2)},
+    # SGLang of seed 001: HTTP 500 for undecodable media.
+    **{f"seed-001-media.yaml#{index}": "engine contract" for index in (1, 2, 3)},
+}
+
+
+def test_shipped_records_of_model_behaviour_name_their_model() -> None:
+    records = load_expectations()
+    for record in records:
+        if record.origin in ENGINE_DEFECTS:
+            continue
+        assert not re.search(record.model, "any-other-model"), (
+            f"{record.origin} ({record.check}) has model {record.model!r}: what a model answers is that model's, so "
+            f"the record names it (like \"^gemma-3-270m$\"); an engine contract defect goes into ENGINE_DEFECTS")
+    stale = set(ENGINE_DEFECTS) - {record.origin for record in records}
+    assert not stale, f"ENGINE_DEFECTS names records that are not shipped: {sorted(stale)}"
