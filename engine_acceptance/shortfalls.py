@@ -15,7 +15,7 @@ This module imports no pytest.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,10 +47,14 @@ class Shortfall:
     why: str  # what the smaller size means, without the option: "a 7,000-token prompt"
     at: str  # the size as a check's result reads it: "at 7,000 of 32,768 declared tokens"
     summary: str  # the phrase for the capability row and the terminal: "recall at 7,000 of 32,768 declared tokens"
+    # The parameter id of the one check a cell's shortfall concerns (the media input, the workload); "" for all.
+    param: str = ""
 
     def concerns(self, nodeid: str, marker: str) -> bool:
         """Whether a check (its node id and capability marker) ran under this shortfall."""
-        return marker == self.check and nodeid.split("::", 1)[0].endswith(self.module)
+        path, _, name = nodeid.partition("::")
+        return (marker == self.check and path.endswith(self.module)
+                and (not self.param or name.endswith(f"[{self.param}]")))
 
     def check_result(self, outcome: str) -> str:
         """A check's outcome as it reads under this shortfall: ``passed at 7,000 tokens, not 1,048,576``."""
@@ -133,7 +137,8 @@ def throughput_shortfalls(*, shapes: str, rounds: int, cells: Iterable[Any],
                                f"throughput at {len(cells)} of {len(default)} cells"))
     # A cell's requests per round: the default's where it names the cell, else the seeds' matrix.
     reference = {**{c.key: c for c in full_matrix()}, **{c.key: c for c in default}}
-    found += _fewer_requests("throughput", module, option, cells, reference)
+    found += _fewer_requests("throughput", module, option, cells, reference,
+                             param=lambda cell: "in{}-out{}".format(*cell.workload.split("/")))
     named = sorted(set(threshold_cells))
     missing = [key for key in named if key not in {c.key for c in cells}]
     if missing:
@@ -158,7 +163,8 @@ def media_shortfalls(*, shapes: str, rounds: int, cells: Iterable[MediaCell]) ->
                                f"the default ({DEFAULT_MEDIA_SHAPES}) measures {', '.join(c.key for c in default)}",
                                f"at {len(cells)} of {len(default)} cells",
                                f"media throughput at {len(cells)} of {len(default)} cells"))
-    found += _fewer_requests("media throughput", module, option, cells, {c.key: c for c in default})
+    found += _fewer_requests("media throughput", module, option, cells, {c.key: c for c in default},
+                             param=lambda cell: cell.input.name)
     return found
 
 
@@ -172,8 +178,9 @@ def _rounds(name: str, module: str, rounds: int) -> list[Shortfall]:
                       f"{name} at {rounds} of {DEFAULT_ROUNDS} rounds per cell")]
 
 
-def _fewer_requests(name: str, module: str, option: str, cells: list[Any],
-                    reference: dict[str, Any]) -> list[Shortfall]:
+def _fewer_requests(name: str, module: str, option: str, cells: list[Any], reference: dict[str, Any], *,
+                    param: Callable[[Any], str]) -> list[Shortfall]:
+    """A shortfall per cell sending fewer requests per round than ``reference``; ``param`` names its check."""
     found = []
     for cell in cells:
         asked = reference.get(cell.key)
@@ -182,5 +189,6 @@ def _fewer_requests(name: str, module: str, option: str, cells: list[Any],
                                    asked.requests, cell.requests, option,
                                    f"the default sends {asked.requests} requests per round in {cell.key}",
                                    f"with {cell.key} at {cell.requests} of {asked.requests} requests per round",
-                                   f"{name} {cell.key} at {cell.requests} of {asked.requests} requests per round"))
+                                   f"{name} {cell.key} at {cell.requests} of {asked.requests} requests per round",
+                                   param(cell)))
     return found

@@ -91,6 +91,7 @@ def test_default_throughput_is_no_shortfall() -> None:
 
 def test_fewer_rounds_cells_and_requests_than_the_default_are_each_said() -> None:
     found = throughput_shortfalls(shapes="128/128@4x2", rounds=2, cells=select_cells("128/128@4x2"))
+    assert found[2].param == "in128-out128"
     assert [(s.measure, s.declared, s.ran, s.option) for s in found] == [
         ("rounds per cell", 3, 2, "--throughput-rounds=2"),
         ("cells", 2, 1, "--throughput-shapes=128/128@4x2"),
@@ -173,6 +174,11 @@ def test_a_shortfall_whose_checks_were_not_selected_is_not_listed() -> None:
              "('x', 1, 'Skipped: not served')")
     assert [e["measure"] for e in gate.verdict()["shortfalls"]] == [
         "rounds per cell", "cells", "requests per round of image-512@1"]
+    # A cell's shortfall concerns only the check of its input.
+    other = "tests/test_media_throughput.py::test_media[video-16frames]"
+    gate.add(other, ["throughput"], "call", "passed", None, "")
+    cell_entry = gate.verdict()["shortfalls"][2]
+    assert [c["id"] for c in cell_entry["checks"]] == ["tests/test_media_throughput.py::test_media[image-512]"]
     assert all(e["checks"][0]["outcome"] == "skipped" for e in gate.verdict()["shortfalls"])
 
 
