@@ -37,7 +37,8 @@ def test_ci_recall_at_7000_of_32768_declared_is_two_shortfalls_naming_the_option
     assert (recall.capability, recall.declared, recall.ran, recall.option) == (
         "long_context", 32_768, 7000, "--recall-tokens=7000")
     assert recall.summary == "recall at 7,000 of 32,768 declared tokens"
-    assert recall.why == "less than the 31,000-token prompt of the 32,768-token context declared by model profile 'gemma'"
+    assert recall.why == ("less than the 31,000-token prompt of the 32,768-token context declared by model "
+                          "profile 'gemma'")
     assert (million.capability, million.declared, million.ran) == ("long_context", MILLION_TOKENS, 7000)
     assert million.summary == "million-token recall ran at 7,000 tokens, not 1,048,576"
     assert million.check_result("passed") == "passed at 7,000 tokens, not 1,048,576"

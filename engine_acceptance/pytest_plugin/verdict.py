@@ -6,9 +6,9 @@ check group, the capability table (declared, discovered, required, tested,
 result) and a machine-readable ``gate.json`` with the figures the measurements
 recorded, and every measurement that ran smaller than declared (its *shortfall*,
 :mod:`engine_acceptance.shortfalls`): in the capability row, under ``shortfalls`` and as a
-line of the table; a shortfall alone does not fail the gate. The gate passes only when at least one check ran, no check failed, no
-expected-failure record went stale (unless stale records are only warned about)
-and every required capability was served and tested.
+line of the table; a shortfall alone does not fail the gate. The gate passes only when
+at least one check ran, no check failed, no expected-failure record went stale (unless
+stale records are only warned about) and every required capability was served and tested.
 """
 
 from __future__ import annotations
