@@ -21,6 +21,10 @@ engine advertises fails the checks that need it, naming both numbers, unless
 ``--recall-tokens`` asks for a size the engine takes.
 Recall runs alone: ``pytest -m recall`` / ``pytest -m recall_1m``, without -n.
 
+A million-token check whose prompt fills less than 1,048,576 tokens of context (``--recall-tokens``,
+or a model with a shorter context) says so in its result: its Allure title and the terminal
+read "ran at 7,000 tokens, not 1,048,576", and the gate lists it under ``shortfalls``.
+
 The answer checks are trials of kind ``recall`` (K = 1 by default: each sample is the whole
 long prompt again). With K > 1 the first sample is the request already sent for the case
 (the accounting check reads the same one) and the others send the prompt again, together.
@@ -29,9 +33,13 @@ The accounting checks stay one request: a miscount is a miscount.
 
 from __future__ import annotations
 
+import allure
 import pytest
 
 from engine_acceptance.assertions import assert_no_problems, short
+from engine_acceptance.pytest_plugin.verdict import SIZE_PROPERTY
+from engine_acceptance.recall.haystack import RecallBudget
+from engine_acceptance.shortfalls import million_note
 from engine_acceptance.wire.reassembly import Reply
 from engine_acceptance.recall.answers import code_problems, codes_in, json_codes
 from engine_acceptance.recall.cases import FIELD_KEYS, NO_COUNT_REASON, RecallRun, field_case, field_prefix, million_case
@@ -82,6 +90,14 @@ def _skip_accounting_unless_countable(recall_runner, case) -> None:
 
 def _cut_note(reply: Reply) -> str:
     return " (the reply was cut at max_tokens)" if reply.finish_reason == "length" else ""
+
+
+def _say_million_size(budget: RecallBudget, request: pytest.FixtureRequest) -> None:
+    """Below a million tokens the check is not the million-token check: its title and status say the size."""
+    note = million_note(budget.tokens)
+    if note is not None:
+        allure.dynamic.title(f"{request.node.name}: {note}")
+        request.node.user_properties.append((SIZE_PROPERTY, note))
 
 
 async def _samples_of(recall_runner, first: RecallRun) -> RecallRun:
@@ -146,6 +162,7 @@ async def test_field_extraction_prompt_tokens_match_the_engines_count(recall_run
 @pytest.mark.trials("recall")
 async def test_million_token_prompt_returns_the_three_codes_exactly_as_json(recall_runner, recall_prompts,
                                                                             recall_tokens, request, trials) -> None:
+    _say_million_size(recall_tokens, request)
     first = await recall_runner.run(million_case(recall_prompts, recall_tokens))
 
     async def sample() -> None:
@@ -163,6 +180,7 @@ async def test_million_token_prompt_returns_the_three_codes_exactly_as_json(reca
 @pytest.mark.recall_1m
 async def test_million_token_prompt_tokens_match_the_engines_count(recall_runner, recall_prompts, recall_tokens,
                                                                    request) -> None:
+    _say_million_size(recall_tokens, request)
     case = million_case(recall_prompts, recall_tokens)
     _skip_accounting_unless_countable(recall_runner, case)
     run = await recall_runner.run(case)

@@ -32,6 +32,8 @@ from engine_acceptance.load.gate import (
 )
 
 __all__ = [
+    "DEFAULT_ROUNDS",
+    "DEFAULT_SHAPES",
     "SHAPES_FILE",
     "SettingsError",
     "ThroughputSettings",
@@ -41,6 +43,10 @@ __all__ = [
     ]
 
 SHAPES_FILE = DATA_ROOT / "throughput_shapes.yaml"
+# What a run measures unless told otherwise (--throughput-rounds, --throughput-shapes): fewer is a
+# shortfall the verdict states (engine_acceptance/shortfalls.py).
+DEFAULT_ROUNDS = 3
+DEFAULT_SHAPES = "smoke"
 _CELL = re.compile(r"^(?P<input>\d+)/(?P<output>\d+)(?:@(?P<concurrency>\d+)(?:x(?P<requests>\d+))?)?$")
 
 
@@ -55,13 +61,13 @@ class SettingsError(UsageError, ValueError):
 @dataclass(frozen=True)
 class ThroughputSettings:
     cells: tuple[Cell, ...]
-    rounds: int = 3
+    rounds: int = DEFAULT_ROUNDS
     thresholds: tuple[Threshold, ...] = ()
     tolerances: dict[str, float] = field(default_factory=dict)
     baseline: Baseline | None = None
     save_path: Path | None = None
     out_path: Path | None = None
-    shapes_spec: str = "smoke"
+    shapes_spec: str = DEFAULT_SHAPES
 
     def tolerances_for_save(self) -> dict[str, float]:
         """What a saved baseline declares: the defaults, overridden on the command line."""

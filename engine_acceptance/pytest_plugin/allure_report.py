@@ -33,6 +33,7 @@ __all__ = [
     "failure_category",
     "label_for_allure",
     "reference_banner",
+    "shortfall_facts",
     "write_categories",
     "write_environment",
     "write_executor",
@@ -55,6 +56,12 @@ def write_environment(alluredir: str | Path, facts: dict[str, str]) -> Path:
     lines = [f"{key} = {_escape(str(value))}" for key, value in facts.items()]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
+
+
+def shortfall_facts(entries: list[dict[str, Any]]) -> dict[str, str]:
+    """The environment page's line per shortfall (gate.json's ``shortfalls``): ``shortfall.1.recall = ...``."""
+    return {f"shortfall.{number}.{entry['check']}": f"{entry['summary']} ({entry['reason']})"
+            for number, entry in enumerate(entries, start=1)}
 
 
 def write_categories(alluredir: str | Path) -> Path:

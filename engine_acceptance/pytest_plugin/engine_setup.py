@@ -2,7 +2,8 @@
 
 Starts the built-in reference engine when no ``--engine-url`` is given, waits until the
 engine is ready, detects its kind and model, chooses the profiles, and runs capability
-discovery, once, in the controller. Raises :class:`~engine_acceptance.errors.EngineUnavailable`
+discovery, once, in the controller; then works out which measurements the options make smaller
+than declared (:func:`shortfalls_of`). Raises :class:`~engine_acceptance.errors.EngineUnavailable`
 (exit 6) when the engine cannot be used, :class:`~engine_acceptance.errors.UsageError`
 (exit 4) for what the user must fix.
 """
@@ -15,6 +16,7 @@ import sys
 from typing import Any, Callable
 
 from engine_acceptance.errors import EngineUnavailable, UsageError
+from engine_acceptance.load.gate import GateError, parse_threshold
 from engine_acceptance.media.library import MEDIA_DIR
 from engine_acceptance.profiles.profile import (
     EngineProfile,
@@ -26,11 +28,12 @@ from engine_acceptance.profiles.profile import (
 from engine_acceptance.profiles.capabilities import stated_not_served
 from engine_acceptance.pytest_plugin.options import AcceptanceOptions
 from engine_acceptance.session import AcceptanceSession, ReferenceTarget
+from engine_acceptance.shortfalls import Shortfall, media_shortfalls, recall_shortfalls, throughput_shortfalls
 from engine_acceptance.wire.client import ClientTimeouts, EngineTarget
 from engine_acceptance.wire.discovery import Discovery, discover
 from engine_acceptance.wire.readiness import EngineInfo, detect_engine, wait_until_ready
 
-__all__ = ["REFERENCE_MODEL_PROFILE", "check_profiles", "prepare_session", "progress"]
+__all__ = ["REFERENCE_MODEL_PROFILE", "check_profiles", "prepare_session", "progress", "shortfalls_of"]
 
 # The built-in reference engine serves the model of this profile.
 REFERENCE_MODEL_PROFILE = "reference"
@@ -159,3 +162,26 @@ def _check_recall_tokens_fit(options: AcceptanceOptions, session: AcceptanceSess
                       max_model_len=session.engine.max_model_len)
     except ValueError as exc:
         raise UsageError(f"--recall-tokens: '{options.recall_tokens}': {exc}") from None
+
+
+def shortfalls_of(options: AcceptanceOptions, session: AcceptanceSession) -> list[Shortfall]:
+    """The measurements these options and this model profile make smaller than declared, known before any runs."""
+    from engine_acceptance.recall.cases import RECALL_PROMPTS
+
+    profile = session.model_profile
+    found = recall_shortfalls(requested=options.recall_tokens, profile_context=profile.context_length,
+                              max_model_len=session.engine.max_model_len, profile_name=profile.name,
+                              field_tokens=RECALL_PROMPTS["field_extraction"]["target_tokens"])
+    throughput = options.throughput
+    threshold_cells = [t.cell for t in throughput.thresholds if t.cell]
+    for text in profile.throughput_thresholds:
+        try:
+            threshold = parse_threshold(text, source=f"model profile {profile.source}")
+        except GateError:
+            continue  # the throughput check fails on this threshold itself, naming the file
+        if threshold.cell:
+            threshold_cells.append(threshold.cell)
+    found += throughput_shortfalls(shapes=throughput.shapes_spec, rounds=throughput.rounds, cells=throughput.cells,
+                                   threshold_cells=threshold_cells)
+    found += media_shortfalls(shapes=options.media.spec, rounds=throughput.rounds, cells=options.media.cells)
+    return found

@@ -22,7 +22,7 @@ import pytest
 from engine_acceptance.errors import UsageError
 from engine_acceptance.load.media_load import MediaSettings, select_media_cells
 from engine_acceptance.load.process_plan import parse_load_processes
-from engine_acceptance.load.settings import ThroughputSettings, settings_from_options
+from engine_acceptance.load.settings import DEFAULT_ROUNDS, DEFAULT_SHAPES, ThroughputSettings, settings_from_options
 from engine_acceptance.load.soak import SoakSettings, soak_settings_from_options
 from engine_acceptance.load.slo_settings import OpenLoopSettings, open_loop_settings_from_options
 from engine_acceptance.profiles.capabilities import validate_capability_names
@@ -182,11 +182,11 @@ def add_options(parser: pytest.Parser) -> None:
              "fails the long-context checks unless this asks for less)")
     add("--tokenizer", default=None, metavar="PATH",
         help="The served model's tokenizer.json, to count prompt tokens locally (default: the engine's /tokenize)")
-    add("--throughput-shapes", default="smoke", metavar="SPEC",
+    add("--throughput-shapes", default=DEFAULT_SHAPES, metavar="SPEC",
         help="Throughput cells: smoke, full (the seeds' matrix), or a comma list of IN/OUT, IN/OUT@C, IN/OUT@CxR "
-             "(default: smoke)")
-    add("--throughput-rounds", type=int, default=3, metavar="N",
-        help="Measured rounds per throughput cell; tables show the median of rounds (default: 3)")
+             f"(default: {DEFAULT_SHAPES})")
+    add("--throughput-rounds", type=int, default=DEFAULT_ROUNDS, metavar="N",
+        help=f"Measured rounds per throughput cell; tables show the median of rounds (default: {DEFAULT_ROUNDS})")
     add("--throughput-threshold", action="append", default=[], metavar="[CELL:]METRIC<=|>=VALUE",
         help="Throughput gate on a cell's median, e.g. p95_ttft_ms<=500 or 128/128@4:output_tok_s>=100 "
              "(repeatable; adds to the model profile's)")

@@ -20,7 +20,7 @@ from engine_acceptance.profiles.sources import ProfileError, describe_sources, u
 from engine_acceptance.pytest_plugin import allure_report, interrupts, suite
 from engine_acceptance.pytest_plugin.broken_lead import BrokenLeadHooks
 from engine_acceptance.pytest_plugin.collection import plan_items
-from engine_acceptance.pytest_plugin.engine_setup import check_profiles, prepare_session
+from engine_acceptance.pytest_plugin.engine_setup import check_profiles, prepare_session, shortfalls_of
 from engine_acceptance.pytest_plugin.gate_hooks import GateHooks
 from engine_acceptance.pytest_plugin.keys import (
     gate_key,
@@ -41,7 +41,7 @@ from engine_acceptance.pytest_plugin.phases import (
     split_for_phase,
 )
 from engine_acceptance.pytest_plugin.records import RecordHooks
-from engine_acceptance.pytest_plugin.verdict import GateCollector
+from engine_acceptance.pytest_plugin.verdict import SIZE_PROPERTY, GateCollector
 from engine_acceptance.session import AcceptanceSession
 from engine_acceptance.wire import health
 
@@ -123,6 +123,7 @@ def _configure(config: pytest.Config) -> None:
     gate_hooks.session = session
     gate.plans = session.plans
     gate.engine_facts = session.engine_facts()
+    gate.shortfalls = shortfalls_of(options, session)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
@@ -170,9 +171,19 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     state = config.stash.get(session_key, None)
     alluredir = getattr(config.option, "allure_report_dir", None)
     if alluredir and state is not None and not hasattr(config, "workerinput"):
-        allure_report.write_environment(alluredir, state.environment())
+        gate = config.stash.get(gate_key, None)
+        shortfalls = allure_report.shortfall_facts(gate.shortfall_entries()) if gate is not None else {}
+        allure_report.write_environment(alluredir, {**state.environment(), **shortfalls})
         allure_report.write_categories(alluredir)
         allure_report.write_executor(alluredir, state)
+
+
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> tuple[str, str, str] | None:
+    """A check that passed smaller than its name says reads so: "PASSED (ran at 7,000 tokens, not 1,048,576)"."""
+    if report.when != "call" or not report.passed or hasattr(report, "wasxfail"):
+        return None  # an XPASS keeps pytest's own word
+    note = dict(report.user_properties).get(SIZE_PROPERTY)
+    return ("passed", ".", f"PASSED ({note})") if note else None
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

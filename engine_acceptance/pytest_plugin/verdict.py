@@ -4,15 +4,18 @@ The collector sees every test report (on the controller, also under xdist) and
 turns them into the verdict a release pipeline reads: a short terminal table by
 check group, the capability table (declared, discovered, required, tested,
 result) and a machine-readable ``gate.json`` with the figures the measurements
-recorded. The gate passes only when at least one check ran, no check failed, no
-expected-failure record went stale (unless stale records are only warned about),
-every required capability was served and tested (a genuine pass, not only known
-defects), and every capability the run meant to test had a check that ran (unless
-``--allow-untested`` names it).
+recorded, and every measurement that ran smaller than declared (its *shortfall*,
+:mod:`engine_acceptance.shortfalls`): in the capability row, under ``shortfalls`` and as a
+line of the table; a shortfall alone does not fail the gate. The gate passes only when
+at least one check ran, no check failed, no expected-failure record went stale (unless
+stale records are only warned about), every required capability was served and tested
+(a genuine pass, not only known defects), and every capability the run meant to test
+had a check that ran (unless ``--allow-untested`` names it).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass, field
@@ -20,8 +23,9 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from engine_acceptance.profiles.capabilities import CapabilityPlan, CapabilityRow, coverage_rows
+from engine_acceptance.shortfalls import Shortfall
 
-__all__ = ["CAPABILITIES", "COVERS_PROPERTY", "CheckOutcome", "GateCollector"]
+__all__ = ["CAPABILITIES", "COVERS_PROPERTY", "SIZE_PROPERTY", "CheckOutcome", "GateCollector"]
 
 # Markers that name a capability, in the order of the test plan.
 CAPABILITIES = (
@@ -32,6 +36,9 @@ CAPABILITIES = (
 # The user property (set at collection) naming the capabilities a check tests; any other
 # user property a check records is a figure for gate.json.
 COVERS_PROPERTY = "engine_acceptance.covers"
+# The user property a check records when it ran smaller than its name says ("ran at 7,000 tokens,
+# not 1,048,576"): the terminal's status word and gate.json's figures carry it.
+SIZE_PROPERTY = "size_shortfall"
 
 
 @dataclass
@@ -55,6 +62,8 @@ class GateCollector:
     figures: dict[str, dict[str, Any]] = field(default_factory=dict)
     # --allow-untested: capabilities that may end the run with every selected check skipped.
     allow_untested: frozenset[str] = frozenset()
+    # Set before the run from the options and the model profile: measurements smaller than declared.
+    shortfalls: list[Shortfall] = field(default_factory=list)
 
     def add(self, nodeid: str, keywords: Iterable[str], when: str, outcome: str, wasxfail: str | None,
             longrepr: str, user_properties: Iterable[tuple[str, Any]] = ()) -> None:
@@ -103,8 +112,25 @@ class GateCollector:
         return sum(1 for item in self.outcomes.values() if item.outcome != "skipped")
 
     def capability_rows(self) -> list[CapabilityRow]:
-        return coverage_rows(self.plans, ((i.covers, i.outcome, i.reason) for i in self.outcomes.values()),
+        rows = coverage_rows(self.plans, ((i.covers, i.outcome, i.reason) for i in self.outcomes.values()),
                              self.allow_untested)
+        return _with_shortfalls(rows, self.shortfalls_seen())
+
+    def shortfalls_seen(self) -> list[tuple[Shortfall, list[CheckOutcome]]]:
+        """The shortfalls whose checks this run collected (run or skipped), each with those checks."""
+        seen = []
+        for shortfall in self.shortfalls:
+            checks = [i for i in self.outcomes.values() if shortfall.concerns(i.nodeid, i.capability)]
+            if checks:
+                seen.append((shortfall, checks))
+        return seen
+
+    def shortfall_entries(self) -> list[dict[str, Any]]:
+        """gate.json's ``shortfalls``: each with its checks and how they read at the size they ran at."""
+        return [{**shortfall.as_dict(),
+                 "checks": [{"id": i.nodeid, "outcome": i.outcome, "result": shortfall.check_result(i.outcome)}
+                            for i in checks]}
+                for shortfall, checks in self.shortfalls_seen()]
 
     def gate_failures(self) -> list[str]:
         """Why the gate fails beyond failed checks: nothing ran, a required capability untested."""
@@ -133,6 +159,7 @@ class GateCollector:
             "capabilities": [row.as_dict() for row in self.capability_rows()],
             "engine_facts": self.engine_facts,
             "figures": self.figures,
+            "shortfalls": self.shortfall_entries(),
             "by_capability": self.counts_by_capability(),
             "failing_checks": [{"id": i.nodeid, "reason": i.reason} for i in self._by("failed")],
             "stale_records": [{"id": i.nodeid, "record": i.reason} for i in self._by("stale_record")],
@@ -163,6 +190,7 @@ class GateCollector:
         for item in self._by("stale_record"):
             lines.append(f"  STALE RECORD (the defect seems fixed): {item.nodeid}")
         lines += self.capability_table_lines()
+        lines += self.shortfall_lines()
         for reason in self.gate_failures():
             lines.append(f"  GATE FAILURE: {reason}")
         state = "PASS" if self.passed else "FAIL"
@@ -181,6 +209,28 @@ class GateCollector:
             lines.append(f"{row.name:<20}{'yes' if row.declared else 'no':<10}{row.discovered.replace('_', ' '):<12}"
                          f"{'yes' if row.required else '-':<10}{row.ran:>5}{row.skipped:>9}  {_cell(row.result)}")
         return lines + [f"  {fact}" for fact in self.engine_facts]
+
+    def shortfall_lines(self) -> list[str]:
+        """A line per shortfall: what ran smaller, why, and how its checks read at that size."""
+        lines = []
+        for shortfall, checks in self.shortfalls_seen():
+            counts: dict[str, int] = {}
+            for item in checks:
+                counts[item.outcome] = counts.get(item.outcome, 0) + 1
+            results = ", ".join(f"{count} {shortfall.check_result(outcome)}" for outcome, count in counts.items())
+            lines.append(f"  SHORTFALL ({shortfall.capability}): {shortfall.summary} "
+                         f"[{shortfall.reason()}]; checks: {results}")
+        return lines
+
+
+def _with_shortfalls(rows: list[CapabilityRow],
+                     seen: list[tuple[Shortfall, list[CheckOutcome]]]) -> list[CapabilityRow]:
+    """Each row's result followed by the shortfalls of its capability: "passed; recall at 7,000 of 32,768 ..."."""
+    notes: dict[str, list[str]] = {}
+    for shortfall, _ in seen:
+        notes.setdefault(shortfall.capability, []).append(shortfall.summary)
+    return [dataclasses.replace(row, result="; ".join([row.result, *notes[row.name]])) if row.name in notes else row
+            for row in rows]
 
 
 def _cell(text: str, limit: int = 110) -> str:

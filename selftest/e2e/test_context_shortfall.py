@@ -5,13 +5,20 @@ advertised, so a 1M-context model started with a 128K limit passed it. Now the
 long-context checks fail naming both numbers, unless ``--recall-tokens`` asks for a
 size on purpose. A profile that declares no context (``generic``) takes the engine's;
 with neither, a stated conservative default.
+
+A size asked for on purpose is still said: recall below the declared context and a
+"million-token" check run smaller read so in the capability row, in ``gate.json``'s
+``shortfalls``, on the terminal and in Allure; such a check never passes under its
+name alone.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
+from allure_results import read_results
 from suite_runner import failed, run_suite
 
 from engine_acceptance.recall.haystack import DEFAULT_CONTEXT_TOKENS, recall_budget
@@ -73,3 +80,39 @@ def test_recall_tokens_asks_for_a_smaller_size_on_purpose_and_it_passes(
     assert result.ret == 0 and set(outcomes) == MILLION and set(outcomes.values()) == {"passed"}, \
         result.stdout.str()[-3000:]
     assert "declares 1,048,576 tokens of context" not in result.stdout.str()
+
+
+@pytest.mark.e2e
+def test_a_recall_run_below_the_declared_context_says_so_in_the_row_gate_json_terminal_and_allure(
+        pytester: pytest.Pytester) -> None:
+    # The built-in engine's profile declares 1,048,576 tokens; this run asks for 2,000.
+    result, outcomes = run_suite(pytester, "-m", "recall or recall_1m", "--recall-tokens=2000",
+                                 "-k", "control or million_token_prompt_returns", "-v")
+    control = "test_recall.py::test_field_extraction_control_without_the_key_answers_not_found"
+    codes = "test_recall.py::test_million_token_prompt_returns_the_three_codes_exactly_as_json"
+    assert outcomes == {control: "passed", codes: "passed"}, result.stdout.str()[-3000:]
+    assert result.ret == 0  # a shortfall alone does not fail the gate
+    result.stdout.fnmatch_lines([
+        f"*{codes} PASSED (ran at 2,000 tokens, not 1,048,576)*",
+        "long_context *passed; recall at 2,000 of 1,048,576 declared tokens; "
+        "million-token recall ran at 2,000 tokens, not 1,048,576",
+    ])
+    # Not fnmatch: the line's [...] would read as a character class.
+    assert ("  SHORTFALL (long_context): million-token recall ran at 2,000 tokens, not 1,048,576 "
+            "[--recall-tokens=2000: a 2,000-token prompt]; checks: 1 passed at 2,000 tokens, not 1,048,576"
+            ) in result.stdout.lines
+    assert "GATE: PASS" in result.stdout.lines
+    gate = json.loads((pytester.path / "gate.json").read_text(encoding="utf-8"))
+    assert [(s["capability"], s["check"], s["declared"], s["ran"], s["option"]) for s in gate["shortfalls"]] == [
+        ("long_context", "recall", 1_048_576, 2000, "--recall-tokens=2000"),
+        ("long_context", "recall_1m", 1_048_576, 2000, "--recall-tokens=2000"),
+    ]
+    assert [c["result"] for c in gate["shortfalls"][1]["checks"]] == ["passed at 2,000 tokens, not 1,048,576"]
+    [row] = [row for row in gate["capabilities"] if row["name"] == "long_context"]
+    assert row["result"].startswith("passed; recall at 2,000 of 1,048,576 declared tokens")
+    [million] = [test for name, test in read_results(pytester.path / "allure-results").items()
+                 if name.startswith("test_million_token_prompt_returns")]
+    assert million.name.endswith(": ran at 2,000 tokens, not 1,048,576") and million.status == "passed"
+    environment = (pytester.path / "allure-results" / "environment.properties").read_text(encoding="utf-8")
+    assert ("shortfall.2.recall_1m = million-token recall ran at 2,000 tokens, not 1,048,576 "
+            "(--recall-tokens=2000: a 2,000-token prompt)") in environment

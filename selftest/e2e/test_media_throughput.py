@@ -5,7 +5,8 @@ min-max) reach the terminal, the report and junit, with the processor-cache note
 ``503-storm`` (every chat request refused) fails exactly the media checks, not the
 fixed-length load on /v1/completions; ``media-cache-by-size`` (a processor cache that
 mixes up images of one size) fails exactly the two-images check, for its wrong
-answers; a bad ``--media-shapes`` stops the run. The slow tier runs seed 001's whole
+answers; a bad ``--media-shapes`` stops the run. Fewer rounds, cells or requests per round
+than the defaults are said as shortfalls in ``gate.json`` and the gate table. The slow tier runs seed 001's whole
 media matrix (16 requests x 3 rounds) once.
 """
 
@@ -48,6 +49,24 @@ def test_clean_engine_serves_the_media_load_and_reports_its_figures(pytester: py
     for cell in figures.values():
         assert cell["request_per_s"]["median"] > 0 and len(cell["request_per_s"]["rounds"]) == 2
         assert cell["p50_e2e_ms"]["min"] <= cell["p50_e2e_ms"]["median"] <= cell["p50_e2e_ms"]["max"]
+    # Smaller than the defaults, and said so (a shortfall alone does not fail the gate).
+    shortfalls = json.loads((pytester.path / "gate.json").read_text(encoding="utf-8"))["shortfalls"]
+    media = "--media-shapes=image-512@2x4,two-images-512@1x2,video-16frames@2x2"
+    assert [(s["module"], s["measure"], s["declared"], s["ran"], s["option"]) for s in shortfalls] == [
+        ("test_throughput.py", "rounds per cell", 3, 2, "--throughput-rounds=2"),
+        ("test_throughput.py", "cells", 2, 1, "--throughput-shapes=128/32@1x2"),
+        ("test_media_throughput.py", "rounds per cell", 3, 2, "--throughput-rounds=2"),
+        ("test_media_throughput.py", "cells", 8, 3, media),
+        ("test_media_throughput.py", "requests per round of two-images-512@1", 16, 2, media),
+        ("test_media_throughput.py", "requests per round of video-16frames@2", 16, 2, media),
+    ]
+    lines = result.stdout.lines
+    assert ("  SHORTFALL (throughput): throughput at 2 of 3 rounds per cell [--throughput-rounds=2: each figure is "
+            "the median of 2 round(s) instead of 3]; checks: 1 passed at 2 of 3 rounds per cell") in lines
+    # A cell's shortfall concerns the one check that measured the cell.
+    assert (f"  SHORTFALL (throughput): media throughput video-16frames@2 at 2 of 16 requests per round [{media}: "
+            "the default sends 16 requests per round in video-16frames@2]; checks: 1 passed with video-16frames@2 "
+            "at 2 of 16 requests per round") in lines
 
 
 def test_503_storm_fails_exactly_the_media_checks_naming_the_status(pytester: pytest.Pytester) -> None:

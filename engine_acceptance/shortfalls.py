@@ -1,0 +1,194 @@
+"""Measurements run smaller than declared, as data the verdict states.
+
+A pass at a smaller size than the deployment declares is still a pass, but it is not
+the pass its name promises: recall at 7,000 tokens on a model declaring 32,768, the
+"million-token" check at 7,000, throughput at two rounds instead of three. Each such
+:class:`Shortfall` is computed once, in the controller, from the options and the
+model profile (so it is known even when the checks are skipped), and shown in the
+capability row, in ``gate.json`` under ``shortfalls``, in the terminal gate table and
+in the Allure environment. A shortfall does not by itself fail the gate; the checks
+it concerns say the size they ran at.
+
+This module imports no pytest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from engine_acceptance.load.media_load import MediaCell, select_media_cells
+from engine_acceptance.load.settings import DEFAULT_ROUNDS, DEFAULT_SHAPES, full_matrix, select_cells
+from engine_acceptance.recall.haystack import ANSWER_ROOM_TOKENS, TEMPLATE_ROOM_TOKENS, recall_budget
+
+__all__ = ["DEFAULT_MEDIA_SHAPES", "MILLION_TOKENS", "Shortfall", "million_note", "media_shortfalls",
+           "recall_shortfalls", "throughput_shortfalls"]
+
+# The context the million-token checks are named for (MiniMax-M3's, seed 000).
+MILLION_TOKENS = 1_048_576
+# What --media-shapes measures unless told otherwise.
+DEFAULT_MEDIA_SHAPES = "full"
+_ROOM = ANSWER_ROOM_TOKENS + TEMPLATE_ROOM_TOKENS
+
+
+@dataclass(frozen=True)
+class Shortfall:
+    """One measurement run smaller than declared or asked."""
+
+    capability: str  # model-profile vocabulary (long_context), else the check group (throughput)
+    check: str  # the marker of the checks it concerns: recall, recall_1m, throughput
+    module: str  # the test module of those checks (throughput has two: fixed-length and media)
+    measure: str  # what is smaller: prompt tokens, rounds per cell, cells, requests per round of a cell
+    declared: int  # what the model profile declares or the default asks
+    ran: int  # what this run measured
+    option: str | None  # the option that asked for less; None when the engine's own limit or the profile did
+    why: str  # what the smaller size means, without the option: "a 7,000-token prompt"
+    at: str  # the size as a check's result reads it: "at 7,000 of 32,768 declared tokens"
+    summary: str  # the phrase for the capability row and the terminal: "recall at 7,000 of 32,768 declared tokens"
+    # The parameter id of the one check a cell's shortfall concerns (the media input, the workload); "" for all.
+    param: str = ""
+
+    def concerns(self, nodeid: str, marker: str) -> bool:
+        """Whether a check (its node id and capability marker) ran under this shortfall."""
+        path, _, name = nodeid.partition("::")
+        return (marker == self.check and path.endswith(self.module)
+                and (not self.param or name.endswith(f"[{self.param}]")))
+
+    def check_result(self, outcome: str) -> str:
+        """A check's outcome as it reads under this shortfall: ``passed at 7,000 tokens, not 1,048,576``."""
+        return f"{outcome} {self.at}"
+
+    def reason(self) -> str:
+        """``--recall-tokens=7000: a 7,000-token prompt``: who asked for less, and what it means."""
+        return f"{self.option}: {self.why}" if self.option else self.why
+
+    def as_dict(self) -> dict[str, Any]:
+        return {**dataclasses.asdict(self), "reason": self.reason()}
+
+
+def million_note(prompt_tokens: int) -> str | None:
+    """``ran at 7,000 tokens, not 1,048,576`` when a million-token prompt of this size fills less than 1M."""
+    if prompt_tokens + _ROOM >= MILLION_TOKENS:
+        return None
+    return f"ran at {prompt_tokens:,} tokens, not {MILLION_TOKENS:,}"
+
+
+def recall_shortfalls(*, requested: int | None, profile_context: int | None, max_model_len: int | None,
+                      profile_name: str, field_tokens: int) -> list[Shortfall]:
+    """The recall (``field_tokens`` at most, seed 001's 32K) and million-token checks below their size.
+
+    Recall falls short when its prompt is smaller than the one the declared context takes
+    (the profile's, else the engine's advertised ``max_model_len``); the million-token
+    checks whenever their prompt fills less than :data:`MILLION_TOKENS` of context.
+    """
+    try:
+        budget = recall_budget(requested=requested, profile_context=profile_context, max_model_len=max_model_len,
+                               profile_name=profile_name)
+    except ValueError:
+        return []  # nothing runs: the usage error or the recall checks' skip says why
+    option = None if requested is None else f"--recall-tokens={requested}"
+    context = profile_context if profile_context is not None else max_model_len
+    stated = "declared" if profile_context is not None else "advertised"
+    source = f"model profile {profile_name!r} declares" if profile_context is not None else "the engine advertises"
+    declared_by = (f"declared by model profile {profile_name!r}" if profile_context is not None
+                   else "advertised by the engine (max_model_len)")
+    found = []
+    if context is not None:
+        full = min(field_tokens, context - _ROOM)
+        ran = min(field_tokens, budget.tokens)
+        if ran < full:
+            why = (f"less than the {full:,}-token prompt of the {context:,}-token context {declared_by}" if option
+                   else f"{budget.shortfall}: the checks that need that context fail")
+            at = f"at {ran:,} of {context:,} {stated} tokens"
+            found.append(Shortfall("long_context", "recall", "test_recall.py", "prompt tokens", context, ran, option,
+                                   why, at, f"recall {at}"))
+    if million_note(budget.tokens) is not None:
+        if option:
+            why = f"a {budget.tokens:,}-token prompt"
+        elif budget.shortfall:
+            why = f"{budget.shortfall}: the million-token checks fail"
+        elif context is not None:
+            why = f"{source} {context:,} tokens of context, less than a million"
+        else:
+            why = budget.explanation
+        at = f"at {budget.tokens:,} tokens, not {MILLION_TOKENS:,}"
+        found.append(Shortfall("long_context", "recall_1m", "test_recall.py", "prompt tokens", MILLION_TOKENS,
+                               budget.tokens, option, why, at, f"million-token recall ran {at}"))
+    return found
+
+
+def throughput_shortfalls(*, shapes: str, rounds: int, cells: Iterable[Any],
+                          threshold_cells: Iterable[str] = ()) -> list[Shortfall]:
+    """Fixed-length throughput measured with fewer rounds, cells or requests than the default asks.
+
+    ``cells`` are the selected :class:`~engine_acceptance.load.generator.Cell` s (``--throughput-shapes``);
+    ``threshold_cells`` the cells the thresholds (model profile and command line) name.
+    """
+    cells = list(cells)
+    module, option = "test_throughput.py", f"--throughput-shapes={shapes}"
+    found = _rounds("throughput", module, rounds)
+    default = select_cells(DEFAULT_SHAPES)
+    if len(cells) < len(default):
+        found.append(Shortfall("throughput", "throughput", module, "cells", len(default), len(cells), option,
+                               f"the default ({DEFAULT_SHAPES}) measures {', '.join(c.key for c in default)}",
+                               f"at {len(cells)} of {len(default)} cells",
+                               f"throughput at {len(cells)} of {len(default)} cells"))
+    # A cell's requests per round: the default's where it names the cell, else the seeds' matrix.
+    reference = {**{c.key: c for c in full_matrix()}, **{c.key: c for c in default}}
+    found += _fewer_requests("throughput", module, option, cells, reference,
+                             param=lambda cell: "in{}-out{}".format(*cell.workload.split("/")))
+    named = sorted(set(threshold_cells))
+    missing = [key for key in named if key not in {c.key for c in cells}]
+    if missing:
+        found.append(Shortfall("throughput", "throughput", module, "cells the thresholds name", len(named),
+                               len(named) - len(missing), option,
+                               f"the thresholds name {', '.join(missing)}, which this run did not measure: "
+                               f"their limits were not checked",
+                               f"with {len(named) - len(missing)} of the {len(named)} cells the thresholds name",
+                               f"throughput measured {len(named) - len(missing)} of the {len(named)} cells "
+                               f"the thresholds name"))
+    return found
+
+
+def media_shortfalls(*, shapes: str, rounds: int, cells: Iterable[MediaCell]) -> list[Shortfall]:
+    """Media throughput measured with fewer rounds, cells or requests per round than seed 001's (the default)."""
+    cells = list(cells)
+    module, option = "test_media_throughput.py", f"--media-shapes={shapes}"
+    found = _rounds("media throughput", module, rounds)
+    default = select_media_cells(DEFAULT_MEDIA_SHAPES)
+    if len(cells) < len(default):
+        found.append(Shortfall("throughput", "throughput", module, "cells", len(default), len(cells), option,
+                               f"the default ({DEFAULT_MEDIA_SHAPES}) measures {', '.join(c.key for c in default)}",
+                               f"at {len(cells)} of {len(default)} cells",
+                               f"media throughput at {len(cells)} of {len(default)} cells"))
+    found += _fewer_requests("media throughput", module, option, cells, {c.key: c for c in default},
+                             param=lambda cell: cell.input.name)
+    return found
+
+
+def _rounds(name: str, module: str, rounds: int) -> list[Shortfall]:
+    if rounds >= DEFAULT_ROUNDS:
+        return []
+    return [Shortfall("throughput", "throughput", module, "rounds per cell", DEFAULT_ROUNDS, rounds,
+                      f"--throughput-rounds={rounds}",
+                      f"each figure is the median of {rounds} round(s) instead of {DEFAULT_ROUNDS}",
+                      f"at {rounds} of {DEFAULT_ROUNDS} rounds per cell",
+                      f"{name} at {rounds} of {DEFAULT_ROUNDS} rounds per cell")]
+
+
+def _fewer_requests(name: str, module: str, option: str, cells: list[Any], reference: dict[str, Any], *,
+                    param: Callable[[Any], str]) -> list[Shortfall]:
+    """A shortfall per cell sending fewer requests per round than ``reference``; ``param`` names its check."""
+    found = []
+    for cell in cells:
+        asked = reference.get(cell.key)
+        if asked is not None and cell.requests < asked.requests:
+            found.append(Shortfall("throughput", "throughput", module, f"requests per round of {cell.key}",
+                                   asked.requests, cell.requests, option,
+                                   f"the default sends {asked.requests} requests per round in {cell.key}",
+                                   f"with {cell.key} at {cell.requests} of {asked.requests} requests per round",
+                                   f"{name} {cell.key} at {cell.requests} of {asked.requests} requests per round",
+                                   param(cell)))
+    return found
