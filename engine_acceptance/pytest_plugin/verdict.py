@@ -4,9 +4,11 @@ The collector sees every test report (on the controller, also under xdist) and
 turns them into the verdict a release pipeline reads: a short terminal table by
 check group, the capability table (declared, discovered, required, tested,
 result) and a machine-readable ``gate.json`` with the figures the measurements
-recorded. The gate passes only when at least one check ran, no check failed, no
-expected-failure record went stale (unless stale records are only warned about)
-and every required capability was served and tested.
+recorded, and the baselines the run was gated on with whose they are (a baseline of
+this same engine is a regression against itself, not accuracy). The gate passes only
+when at least one check ran, no check failed, no expected-failure record went stale
+(unless stale records are only warned about) and every required capability was
+served and tested.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from engine_acceptance.profiles.capabilities import CapabilityPlan, CapabilityRow, coverage_rows
+from engine_acceptance.provenance import BASELINE_PROPERTY, describe
 
 __all__ = ["CAPABILITIES", "COVERS_PROPERTY", "CheckOutcome", "GateCollector"]
 
@@ -51,6 +54,8 @@ class GateCollector:
     plans: Mapping[str, CapabilityPlan] = field(default_factory=dict)
     engine_facts: list[str] = field(default_factory=list)
     figures: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # The baselines checks compared with (engine_acceptance.provenance.baseline_entry), by kind and path.
+    baselines: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
     def add(self, nodeid: str, keywords: Iterable[str], when: str, outcome: str, wasxfail: str | None,
             longrepr: str, user_properties: Iterable[tuple[str, Any]] = ()) -> None:
@@ -58,6 +63,9 @@ class GateCollector:
         capability = next((name for name in CAPABILITIES if name in set(keywords)), "other")
         properties = dict(user_properties)
         covers = frozenset(filter(None, str(properties.pop(COVERS_PROPERTY, "")).split(",")))
+        baseline = _figure(properties.pop(BASELINE_PROPERTY, None))
+        if isinstance(baseline, dict):
+            self.baselines[(str(baseline.get("kind")), str(baseline.get("path")))] = baseline
         if properties and when == "call":
             self.figures[nodeid] = {key: _figure(value) for key, value in properties.items()}
         previous = self.outcomes.get(nodeid)
@@ -128,6 +136,7 @@ class GateCollector:
             "capabilities": [row.as_dict() for row in self.capability_rows()],
             "engine_facts": self.engine_facts,
             "figures": self.figures,
+            "baselines": list(self.baselines.values()),
             "by_capability": self.counts_by_capability(),
             "failing_checks": [{"id": i.nodeid, "reason": i.reason} for i in self._by("failed")],
             "stale_records": [{"id": i.nodeid, "record": i.reason} for i in self._by("stale_record")],
@@ -158,6 +167,7 @@ class GateCollector:
         for item in self._by("stale_record"):
             lines.append(f"  STALE RECORD (the defect seems fixed): {item.nodeid}")
         lines += self.capability_table_lines()
+        lines += self.baseline_lines()
         for reason in self.gate_failures():
             lines.append(f"  GATE FAILURE: {reason}")
         state = "PASS" if self.passed else "FAIL"
@@ -165,6 +175,10 @@ class GateCollector:
         lines.append(f"GATE: {state}{' (' + why + ')' if why else ''}")
         return lines
 
+    def baseline_lines(self) -> list[str]:
+        """One line per baseline gated on: what the comparison is, and whose the baseline is."""
+        return [f"  baseline ({entry.get('kind')}): {entry.get('comparison')}, {entry.get('path')}: "
+                f"{describe(entry.get('provenance'))}" for entry in self.baselines.values()]
 
     def capability_table_lines(self) -> list[str]:
         rows = self.capability_rows()
