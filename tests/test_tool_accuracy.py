@@ -6,9 +6,11 @@ arguments that fit their schemas; ``finish_reason`` "tool_calls" exactly when to
 are called; streamed calls equal to non-streamed ones; and "did it call a tool?"
 against a baseline recorded by this suite from a trusted deployment (K2-Vendor-
 Verifier's trigger similarity; a baseline recorded from this same engine, version and
-model is said to be a regression against itself, not accuracy). Thresholds come from the model profile's
-``tool_accuracy`` (defaults in ``engine_acceptance.tool_accuracy.policy``). The
-figures go to the report (tables, a chart) and, as properties, to ``gate.json``.
+model is said to be a regression against itself, not accuracy). Thresholds come from
+the model profile's ``tool_accuracy`` (defaults in
+``engine_acceptance.tool_accuracy.policy``). The figures go to the report (tables, a
+chart) and, as properties, to ``gate.json``; the baseline's provenance and what the
+comparison is go to ``gate.json``'s ``baselines`` and the gate table.
 """
 
 from __future__ import annotations
