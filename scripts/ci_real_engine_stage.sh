@@ -18,7 +18,8 @@
 # request at a time; its blind answers to images are a record, so more cells would add minutes, not checks.
 #
 # The tool-accuracy set (638 requests) runs on vLLM alone, after the comparison, gated on the
-# baseline recorded from this very engine (fixtures/tool_baselines/gemma-3-270m-vllm-0.32-cpu.json):
+# baseline recorded from this very engine (fixtures/tool_baselines/gemma-3-270m-vllm-0.32-cpu.json),
+# so its trigger check is a regression against itself, not accuracy (the gate says so):
 # on llama.cpp, which answers one request at a time at about 45 tokens/s, it would add about
 # 15 minutes to CI, so the comparison deselects it (-k "not tool_accuracy"). The same run on vLLM
 # measures one small open-loop cell against an SLO: attainment and goodput, reported in its gate.
@@ -90,6 +91,12 @@ for gate_path in gates:
     print(f"{engine}: GATE {gate['gate'].upper()} {gate['totals']}")
     for failure in gate.get("gate_failures") or []:
         print(f"  {failure}")
+    # Whose each baseline is: vLLM gated on a baseline of this same vLLM is a regression against itself.
+    for entry in gate.get("baselines") or []:
+        source = entry.get("provenance") or {}
+        whose = (f"{source.get('engine')} {source.get('engine_version') or '(version unknown)'}, model "
+                 f"{source.get('model')}, recorded {source.get('recorded_at')}") if source else "no provenance"
+        print(f"  baseline ({entry['kind']}): {entry['comparison']}, {entry['path']}: {whose}")
     # The open-loop SLO cell's figures, so the CI log shows them beside the verdict.
     for figures in (gate.get("figures") or {}).values():
         slo = json.loads(figures["slo"]) if isinstance(figures.get("slo"), str) else figures.get("slo")

@@ -3,7 +3,8 @@
 One check per workload (input/output tokens); it measures each selected concurrency
 of that workload (warm-up, then ``--throughput-rounds`` rounds), reports a table and
 a chart per workload, and fails when the load was not what it claimed (errors,
-input or output length not honoured) or when a threshold or the baseline is missed.
+input or output length not honoured) or when a threshold or the baseline is missed,
+or when the baseline compared nothing (none of its cells and metrics was measured).
 Throughput runs alone (``pytest -m throughput``, no ``-n``): the plugin skips it,
 with the reason, whenever anything else would share the engine.
 
@@ -33,11 +34,12 @@ from engine_acceptance.load.validity import (
     input_tokens_summary,
     length_problems,
 )
-from engine_acceptance.load.gate import check_thresholds, compare_with_baseline
+from engine_acceptance.load.gate import check_thresholds, compare_with_baseline, nothing_compared
 from engine_acceptance.load.prompts import TextPrompts, recount_prompt_tokens
 from engine_acceptance.load.report import table_html, table_lines
 from engine_acceptance.load.settings import select_cells
 from engine_acceptance.assertions import assert_no_problems
+from engine_acceptance.provenance import BASELINE_PROPERTY, baseline_entry, describe
 from engine_acceptance.pytest_plugin.keys import options_key
 
 # Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
@@ -136,13 +138,23 @@ async def test_fixed_length_load_is_served_in_full_and_passes_the_gate(
         throughput_write(line)
 
     problems = [problem for key in load_problems for problem in load_problems[key]]
+    baseline = throughput_settings.baseline
     for result in results:
         problems += check_thresholds(result.summary, throughput_thresholds)
-        if throughput_settings.baseline is not None:
-            violations, baseline_notes = compare_with_baseline(result.summary, throughput_settings.baseline,
+        if baseline is not None:
+            violations, baseline_notes = compare_with_baseline(result.summary, baseline,
                                                                throughput_settings.tolerances)
             problems += violations
             notes += baseline_notes
+    if baseline is not None:
+        # Whose the baseline is: one saved from this same engine measures a regression against itself.
+        entry = baseline_entry("throughput", str(baseline.path), baseline.provenance, acceptance.engine)
+        request.node.user_properties.append((BASELINE_PROPERTY, json.dumps(entry)))
+        throughput_write(f"baseline {baseline.path}: {entry['comparison']} ({describe(baseline.provenance)})")
+        # A baseline that compared nothing gated nothing: a failure, not a pass with a note.
+        empty = nothing_compared([r.summary for r in results], baseline, throughput_settings.tolerances)
+        if empty is not None:
+            problems.append(empty)
     for note in notes:
         throughput_write(f"note: {note}")
     if notes:

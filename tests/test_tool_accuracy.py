@@ -5,9 +5,12 @@ check so an expectation record can name exactly one: every request answered;
 arguments that fit their schemas; ``finish_reason`` "tool_calls" exactly when tools
 are called; streamed calls equal to non-streamed ones; and "did it call a tool?"
 against a baseline recorded by this suite from a trusted deployment (K2-Vendor-
-Verifier's trigger similarity). Thresholds come from the model profile's
-``tool_accuracy`` (defaults in ``engine_acceptance.tool_accuracy.policy``). The
-figures go to the report (tables, a chart) and, as properties, to ``gate.json``.
+Verifier's trigger similarity; a baseline recorded from this same engine, version and
+model is said to be a regression against itself, not accuracy). Thresholds come from
+the model profile's ``tool_accuracy`` (defaults in
+``engine_acceptance.tool_accuracy.policy``). The figures go to the report (tables, a
+chart) and, as properties, to ``gate.json``; the baseline's provenance and what the
+comparison is go to ``gate.json``'s ``baselines`` and the gate table.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ import allure
 import pytest
 
 from engine_acceptance.proportions import Proportion
+from engine_acceptance.provenance import BASELINE_PROPERTY
 from engine_acceptance.tool_accuracy.report import (
+    comparison_text,
     confusion_csv,
     error_kinds,
     failure_examples,
@@ -74,7 +79,14 @@ def test_tool_call_arguments_fit_their_schemas_at_scale(tool_accuracy_run, reque
 def test_finish_reason_is_tool_calls_exactly_when_tools_are_called(tool_accuracy_run, request) -> None:
     run = tool_accuracy_run
     _report(run, request, "tool_finish_reason_consistent", run.score.finish_consistent)
-    _at_least("replies whose finish_reason is 'tool_calls' exactly when they call tools", run.score.finish_consistent,
+    judged, cut = run.score.finish_consistent.total, run.score.finish_cut
+    if judged < run.policy.min_judged_replies:
+        pytest.fail(f"only {judged} of {judged + cut} answered replies ended before max_tokens "
+                    f"{run.policy.max_tokens} ({cut} cut, not judged: their finish_reason 'length' says nothing "
+                    f"about their calls), fewer than the {run.policy.min_judged_replies} needed to judge "
+                    "finish_reason against the calls")
+    _at_least(f"replies whose finish_reason is 'tool_calls' exactly when they call tools ({cut} cut by max_tokens, "
+              "not judged)", run.score.finish_consistent,
               run.policy.min_finish_reason_consistent, failure_examples(run.outcomes, kind="finish"))
 
 
@@ -108,7 +120,10 @@ def test_tool_call_triggers_match_the_baseline(tool_accuracy_run, request) -> No
                     "is judged against a trusted deployment's baseline (record one with --record-tool-baseline)"
                     f"{recorded}")
     trigger = run.trigger
-    _report(run, request, "tool_trigger_vs_baseline", {**trigger.as_dict(), "baseline": run.baseline.label})
+    # Whose the baseline is: a baseline of this same engine measures a regression against itself, not accuracy.
+    request.node.user_properties.append((BASELINE_PROPERTY, json.dumps(run.baseline_entry)))
+    _report(run, request, "tool_trigger_vs_baseline", {**trigger.as_dict(), "baseline": run.baseline.label,
+                                                       "comparison": run.baseline_entry["comparison"]})
     allure.attach(confusion_csv(trigger, "baseline"), name="tool-call trigger: confusion against the baseline",
                   attachment_type=allure.attachment_type.CSV)
     compared, replies = trigger.total, run.score.replies
@@ -119,4 +134,5 @@ def test_tool_call_triggers_match_the_baseline(tool_accuracy_run, request) -> No
     assert judged >= minimum, (
         f"tool-call trigger F1 against the baseline {run.baseline.label}: {100 * judged:.1f}%, below the required "
         f"{100 * run.policy.min_trigger_f1:.1f}% (called where the baseline did not: {trigger.only_candidate}; "
-        f"did not call where it did: {trigger.only_reference}; agreement {trigger.agreement})")
+        f"did not call where it did: {trigger.only_reference}; agreement {trigger.agreement}) "
+        f"[{comparison_text(run.baseline_entry['comparison'])}]")

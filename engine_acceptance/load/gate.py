@@ -8,7 +8,11 @@ Both are declarative and compare a cell's **median of rounds** for a metric:
   and the tolerances declared when it was saved; ``--throughput-tolerance
   METRIC=PCT`` overrides them. A metric regresses when it is worse than the
   baseline by more than its tolerance: lower for ``output_tok_s``, higher for
-  latencies. Only metrics with a declared tolerance are compared.
+  latencies. Only metrics with a declared tolerance are compared. A baseline that
+  compares nothing in a check (none of its cells and metrics is among the run's) fails
+  it (:func:`nothing_compared`): a gate that compared nothing is not a pass. The file
+  keeps its provenance (``engine_acceptance.provenance``); one saved before provenance
+  was kept loads as "provenance unknown".
 
 Every violation is one sentence naming the cell, the metric, both values and the
 limit, so a failed gate says what to look at.
@@ -25,6 +29,7 @@ from typing import Any, Iterable, Mapping
 
 from engine_acceptance.load.metrics import HIGHER_IS_BETTER, METRIC_UNITS, CellSummary
 from engine_acceptance.errors import UsageError
+from engine_acceptance.provenance import read_provenance
 
 __all__ = [
     "BASELINE_FORMAT",
@@ -33,7 +38,9 @@ __all__ = [
     "GateError",
     "Threshold",
     "compare_with_baseline",
+    "compared_metrics",
     "check_thresholds",
+    "nothing_compared",
     "parse_threshold",
     "parse_tolerance",
 ]
@@ -136,6 +143,8 @@ class Baseline:
     engine: dict[str, Any] = field(default_factory=dict)
     created: str = ""
     path: Path | None = None
+    # engine_acceptance.provenance.provenance_of at save time; None in a file saved before it was kept.
+    provenance: dict[str, Any] | None = None
 
     @classmethod
     def load(cls, path: str | Path) -> "Baseline":
@@ -161,20 +170,23 @@ class Baseline:
                     isinstance(v, (int, float)) or v is None for v in metrics.values()):
                 raise GateError(f"baseline file {path}: cell {key!r} must map metric names to numbers")
         return cls(cells=cells, tolerances={k: float(v) for k, v in tolerances.items()},
-                   engine=data.get("engine", {}), created=data.get("created", ""), path=path)
+                   engine=data.get("engine", {}), created=data.get("created", ""), path=path,
+                   provenance=read_provenance(data.get("provenance")))
 
     @classmethod
     def from_summaries(cls, summaries: Iterable[CellSummary], *, tolerances: Mapping[str, float],
-                       engine: Mapping[str, Any]) -> "Baseline":
+                       engine: Mapping[str, Any], provenance: Mapping[str, Any] | None = None) -> "Baseline":
         cells = {s.key: {name: spread.median for name, spread in s.metrics.items() if spread.median is not None}
                  for s in summaries}
         return cls(cells=cells, tolerances=dict(tolerances), engine=dict(engine),
-                   created=time.strftime("%Y-%m-%dT%H:%M:%S%z"))
+                   created=time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                   provenance=dict(provenance) if provenance is not None else None)
 
     def save(self, path: str | Path) -> Path:
         path = Path(path)
         data = {"format": BASELINE_FORMAT, "created": self.created, "engine": self.engine,
-                "tolerances": self.tolerances, "cells": self.cells}
+                "tolerances": self.tolerances, "cells": self.cells,
+                **({"provenance": self.provenance} if self.provenance is not None else {})}
         path.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         return path
 
@@ -206,3 +218,35 @@ def compare_with_baseline(summary: CellSummary, baseline: Baseline,
                 f"{summary.key}: {metric} {now:.4g} {unit} is {abs(change):.1f}% {direction} the baseline "
                 f"{before:.4g} {unit} (tolerance {pct:g}%, {where})")
     return violations, notes
+
+
+def compared_metrics(summary: CellSummary, baseline: Baseline,
+                     tolerances: Mapping[str, float] | None = None) -> list[str]:
+    """The metrics of this cell that the baseline comparison judges: declared, in both, not 0 in the baseline."""
+    declared = {**baseline.tolerances, **(tolerances or {})}
+    saved = baseline.cells.get(summary.key) or {}
+    return [metric for metric in sorted(declared)
+            if saved.get(metric) not in (None, 0) and summary.median(metric) is not None]
+
+
+def nothing_compared(summaries: Iterable[CellSummary], baseline: Baseline,
+                     tolerances: Mapping[str, float] | None = None) -> str | None:
+    """The failure when no cell and metric of a check was compared with the baseline, naming both sides; else None."""
+    summaries = list(summaries)
+    if any(compared_metrics(summary, baseline, tolerances) for summary in summaries):
+        return None
+    declared = set(baseline.tolerances) | set(tolerances or {})
+    held = "; ".join(f"{key} ({_among(metrics, declared)})" for key, metrics in sorted(baseline.cells.items()))
+    measured = "; ".join(f"{s.key} ({_among([m for m, v in s.metrics.items() if v.median is not None], declared)})"
+                         for s in summaries)
+    where = f"baseline {baseline.path}" if baseline.path else "baseline"
+    return (f"the {where} compared nothing in this check: it holds {held or 'no cell'}; this run measured "
+            f"{measured or 'no cell'}; a metric is compared when it has a tolerance "
+            f"({', '.join(sorted(declared)) or 'none'}) and both sides hold it for the same cell")
+
+
+def _among(names: Iterable[str], declared: set[str]) -> str:
+    """The compared metrics among ``names``, or how many others there are."""
+    names = set(names)
+    shown = sorted(names & declared)
+    return ", ".join(shown) if shown else f"none of the compared metrics, {len(names)} other(s)"

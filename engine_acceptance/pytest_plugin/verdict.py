@@ -4,13 +4,15 @@ The collector sees every test report (on the controller, also under xdist) and
 turns them into the verdict a release pipeline reads: a short terminal table by
 check group, the capability table (declared, discovered, required, tested,
 result) and a machine-readable ``gate.json`` with the figures the measurements
-recorded, and every measurement that ran smaller than declared (its *shortfall*,
+recorded, every measurement that ran smaller than declared (its *shortfall*,
 :mod:`engine_acceptance.shortfalls`): in the capability row, under ``shortfalls`` and as a
-line of the table; a shortfall alone does not fail the gate. The gate passes only when
-at least one check ran, no check failed, no expected-failure record went stale (unless
-stale records are only warned about), every required capability was served and tested
-(a genuine pass, not only known defects), and every capability the run meant to test
-had a check that ran (unless ``--allow-untested`` names it).
+line of the table; a shortfall alone does not fail the gate), and the baselines the run
+was gated on with whose they are (a baseline of this same engine is a regression against
+itself, not accuracy). The gate passes only when at least one check ran, no check failed,
+no expected-failure record went stale (unless stale records are only warned about), every
+required capability was served and tested (a genuine pass, not only known defects), and
+every capability the run meant to test had a check that ran (unless ``--allow-untested``
+names it).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any, Iterable, Mapping
 
 from engine_acceptance.profiles.capabilities import CapabilityPlan, CapabilityRow, coverage_rows
 from engine_acceptance.shortfalls import Shortfall
+from engine_acceptance.provenance import BASELINE_PROPERTY, describe
 
 __all__ = ["CAPABILITIES", "COVERS_PROPERTY", "SIZE_PROPERTY", "CheckOutcome", "GateCollector"]
 
@@ -64,6 +67,8 @@ class GateCollector:
     allow_untested: frozenset[str] = frozenset()
     # Set before the run from the options and the model profile: measurements smaller than declared.
     shortfalls: list[Shortfall] = field(default_factory=list)
+    # The baselines checks compared with (engine_acceptance.provenance.baseline_entry), by kind and path.
+    baselines: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
     def add(self, nodeid: str, keywords: Iterable[str], when: str, outcome: str, wasxfail: str | None,
             longrepr: str, user_properties: Iterable[tuple[str, Any]] = ()) -> None:
@@ -71,6 +76,9 @@ class GateCollector:
         capability = next((name for name in CAPABILITIES if name in set(keywords)), "other")
         properties = dict(user_properties)
         covers = frozenset(filter(None, str(properties.pop(COVERS_PROPERTY, "")).split(",")))
+        baseline = _figure(properties.pop(BASELINE_PROPERTY, None))
+        if isinstance(baseline, dict):
+            self.baselines[(str(baseline.get("kind")), str(baseline.get("path")))] = baseline
         if properties and when == "call":
             self.figures[nodeid] = {key: _figure(value) for key, value in properties.items()}
         previous = self.outcomes.get(nodeid)
@@ -160,6 +168,7 @@ class GateCollector:
             "engine_facts": self.engine_facts,
             "figures": self.figures,
             "shortfalls": self.shortfall_entries(),
+            "baselines": list(self.baselines.values()),
             "by_capability": self.counts_by_capability(),
             "failing_checks": [{"id": i.nodeid, "reason": i.reason} for i in self._by("failed")],
             "stale_records": [{"id": i.nodeid, "record": i.reason} for i in self._by("stale_record")],
@@ -191,6 +200,7 @@ class GateCollector:
             lines.append(f"  STALE RECORD (the defect seems fixed): {item.nodeid}")
         lines += self.capability_table_lines()
         lines += self.shortfall_lines()
+        lines += self.baseline_lines()
         for reason in self.gate_failures():
             lines.append(f"  GATE FAILURE: {reason}")
         state = "PASS" if self.passed else "FAIL"
@@ -198,6 +208,10 @@ class GateCollector:
         lines.append(f"GATE: {state}{' (' + why + ')' if why else ''}")
         return lines
 
+    def baseline_lines(self) -> list[str]:
+        """One line per baseline gated on: what the comparison is, and whose the baseline is."""
+        return [f"  baseline ({entry.get('kind')}): {entry.get('comparison')}, {entry.get('path')}: "
+                f"{describe(entry.get('provenance'))}" for entry in self.baselines.values()]
 
     def capability_table_lines(self) -> list[str]:
         rows = self.capability_rows()

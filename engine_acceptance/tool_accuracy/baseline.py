@@ -6,7 +6,10 @@ acceptance run with ``--record-tool-baseline=FILE`` and used by another with
 ``--tool-baseline=FILE``. It is only comparable on the same set and the same
 request settings, so both are written into it and checked when it is read: a
 baseline of another set or other settings is refused with the reason, never
-compared.
+compared. It also keeps its provenance (``engine_acceptance.provenance``: engine kind
+and version, model, where and when, suite version), so a run gated on it can say
+whether it compares with another engine or only with itself; a file written before
+provenance was kept still loads, as "provenance unknown".
 """
 
 from __future__ import annotations
@@ -14,12 +17,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from engine_acceptance.errors import UsageError
+from engine_acceptance.provenance import describe, read_provenance
 from engine_acceptance.tool_accuracy.runner import RunSettings
 from engine_acceptance.tool_accuracy.scoring import ToolScore
 
@@ -38,29 +41,37 @@ class Baseline:
     path: Path
     set_sha256: str
     settings: dict[str, Any]
-    recorded_from: dict[str, Any]
+    provenance: dict[str, Any] | None
     triggers: dict[tuple[str, bool], bool]
     figures: dict[str, Any]
+    # What a file without provenance said of its source (before provenance was kept), shown as is.
+    recorded_from: dict[str, Any] | None = None
 
     @property
     def label(self) -> str:
-        source = self.recorded_from
-        return f"{self.path.name} ({source.get('model', '?')} on {source.get('engine', '?')}, " \
-               f"recorded {source.get('recorded_at', '?')})"
+        if self.provenance is not None:
+            return f"{self.path.name} ({describe(self.provenance)})"
+        source = self.recorded_from or {}
+        said = f"; it says {source.get('model', '?')} on {source.get('engine', '?')}, recorded " \
+               f"{source.get('recorded_at', '?')}" if source else ""
+        return f"{self.path.name} (provenance unknown{said})"
 
 
 def set_digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def write_baseline(path: Path, *, set_sha256: str, settings: RunSettings, recorded_from: dict[str, Any],
+def write_baseline(path: Path, *, set_sha256: str, settings: RunSettings, provenance: dict[str, Any],
                    score: ToolScore) -> Path:
-    """Write the baseline atomically (a crash leaves the old file, never half of one)."""
+    """Write the baseline atomically (a crash leaves the old file, never half of one).
+
+    ``provenance``: from :func:`engine_acceptance.provenance.provenance_of`.
+    """
     triggers: dict[str, dict[str, bool]] = {}
     for (case_id, stream), called in sorted(score.triggers.items()):
         triggers.setdefault(case_id, {})[_MODES[stream]] = called
     data = {"format": BASELINE_FORMAT, "set_sha256": set_sha256, "settings": settings.as_dict(),
-            "recorded_from": {**recorded_from, "recorded_at": time.strftime("%Y-%m-%dT%H:%M:%S%z")},
+            "provenance": provenance,
             "figures": score.as_dict(), "triggers": triggers}
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
@@ -96,5 +107,6 @@ def load_baseline(path: Path, *, set_sha256: str, settings: RunSettings, origin:
         for stream, mode in _MODES.items():
             if isinstance(modes, dict) and isinstance(modes.get(mode), bool):
                 triggers[(case_id, stream)] = modes[mode]
-    return Baseline(path, set_sha256, data["settings"], data.get("recorded_from") or {}, triggers,
-                    data.get("figures") or {})
+    legacy = data.get("recorded_from")
+    return Baseline(path, set_sha256, data["settings"], read_provenance(data.get("provenance")), triggers,
+                    data.get("figures") or {}, legacy if isinstance(legacy, dict) else None)

@@ -35,6 +35,8 @@ class ToolAccuracyPolicy:
     min_trigger_f1: float = 0.95
     # Fewer cases whose two replies both ran to their end than this cannot judge streamed = non-streamed.
     min_compared_cases: int = 30
+    # Fewer replies that ended before max_tokens (not cut, not an error) than this cannot judge finish_reason.
+    min_judged_replies: int = 30
     # The baseline to gate triggers on unless --tool-baseline names one (see baseline_path).
     baseline: str | None = None
 

@@ -1,6 +1,8 @@
 """The tool-accuracy figures as the report shows them: tables (CSV), examples of failures, a chart.
 
 Nothing here sends requests or imports pytest: the checks attach what these return.
+A trigger comparison with a baseline recorded from the same engine identity is said to
+be a regression against itself (``engine_acceptance.provenance``), never accuracy.
 """
 
 from __future__ import annotations
@@ -15,22 +17,37 @@ matplotlib.use("Agg")  # before pyplot: CI and report builders have no display
 import matplotlib.pyplot as plt  # noqa: E402
 
 from engine_acceptance.load.charts import png_of  # noqa: E402
+from engine_acceptance.provenance import AGAINST_ITSELF, UNKNOWN  # noqa: E402
 from engine_acceptance.tool_accuracy.runner import CaseOutcome  # noqa: E402
 from engine_acceptance.tool_accuracy.scoring import Confusion, ToolScore  # noqa: E402
 
-__all__ = ["confusion_csv", "error_kinds", "failure_examples", "shape_chart_png", "shape_csv", "summary_lines"]
+__all__ = ["comparison_text", "confusion_csv", "error_kinds", "failure_examples", "shape_chart_png", "shape_csv",
+           "summary_lines"]
 
 
-def summary_lines(score: ToolScore, trigger: Confusion | None, baseline_label: str | None) -> list[str]:
+def comparison_text(comparison: str | None) -> str:
+    """What a trigger comparison with the baseline is worth, said beside its figures."""
+    if comparison == AGAINST_ITSELF:
+        return (f"{AGAINST_ITSELF}: the baseline was recorded from this same engine, version and model, so this "
+                "shows only that its triggers did not change since, not that they are accurate")
+    if comparison == UNKNOWN:
+        return f"{UNKNOWN}: the baseline file does not say which engine and model it was recorded from"
+    return comparison or ""
+
+
+def summary_lines(score: ToolScore, trigger: Confusion | None, baseline_label: str | None,
+                  comparison: str | None = None) -> list[str]:
     lines = [f"cases: {score.cases} (each non-streamed and streamed: {score.replies} replies, "
              f"{score.errors} HTTP errors, {score.calls} tool calls)",
              f"schema-valid arguments: {score.schema_valid}",
-             f"finish_reason consistent with the calls: {score.finish_consistent} of the answered replies",
+             f"finish_reason consistent with the calls: {score.finish_consistent} of the replies that ended before "
+             f"max_tokens ({score.finish_cut} cut by max_tokens, not judged)",
              f"streamed calls = non-streamed calls: {score.stream_agreement} of the cases whose replies both ran "
              f"to their end ({score.stream_left_out} left out: an HTTP error or a reply cut by max_tokens)",
              f"trigger against the set's intent: {_confusion_text(score.intended)}"]
     if trigger is not None:
-        lines.append(f"trigger against the baseline {baseline_label}: {_confusion_text(trigger)}")
+        said = f" [{comparison_text(comparison)}]" if comparison else ""
+        lines.append(f"trigger against the baseline {baseline_label}: {_confusion_text(trigger)}{said}")
     return lines
 
 
@@ -68,7 +85,7 @@ def failure_examples(outcomes: Sequence[CaseOutcome], *, kind: str, limit: int =
         if kind == "invalid":
             found += [f"{outcome.case_id} ({outcome.mode}) {call.name}: {call.problems[0][:160]}"
                       for call in outcome.calls if not call.valid]
-        elif kind == "finish" and not outcome.finish_consistent and outcome.error is None:
+        elif kind == "finish" and outcome.finish_judged and not outcome.finish_consistent:
             found.append(f"{outcome.case_id} ({outcome.mode}): {len(outcome.calls)} call(s), "
                          f"finish_reason {outcome.finish_reason!r}")
         if len(found) >= limit:

@@ -75,16 +75,20 @@ class CaseOutcome:
         return bool(self.calls)
 
     @property
-    def finish_consistent(self) -> bool:
-        """``finish_reason`` is "tool_calls" exactly when the reply calls tools.
+    def finish_judged(self) -> bool:
+        """Whether ``finish_reason`` can be judged: an answered reply that ended before max_tokens.
 
-        A reply cut by max_tokens says "length", calls or not: that is the truth about
-        it (its cut arguments are the schema check's finding, not this one's).
+        A reply cut by max_tokens says "length", calls or not: it tells nothing about
+        whether the engine would say "tool_calls" for its calls (its cut arguments are
+        the schema check's finding), so it is left out, not counted as consistent.
         """
-        if self.error is not None:
+        return self.error is None and self.finish_reason != "length"
+
+    @property
+    def finish_consistent(self) -> bool:
+        """``finish_reason`` is "tool_calls" exactly when the reply calls tools; False for a reply not judged."""
+        if not self.finish_judged:
             return False
-        if self.finish_reason == "length":
-            return True
         return (self.finish_reason == "tool_calls") == self.triggered
 
     def signature(self) -> tuple[tuple[str, str], ...]:

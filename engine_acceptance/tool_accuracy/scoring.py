@@ -3,8 +3,9 @@
 - schema-valid arguments: calls whose arguments are JSON that fits the named tool's
   schema, out of all calls (a call to a tool that was not offered is invalid);
 - finish_reason consistency: replies whose ``finish_reason`` is "tool_calls" exactly
-  when they call tools ("length" is always true to a cut reply), out of the answered
-  replies (an HTTP error is the "answered" check's finding, counted there once);
+  when they call tools, out of the replies judged: answered (an HTTP error is the
+  "answered" check's finding, counted there once) and ended before max_tokens (a cut
+  reply's "length" says nothing about its calls; it is counted in ``finish_cut``);
 - streamed = non-streamed: cases whose streamed calls reassemble to the non-streamed
   calls (names and parsed arguments), out of the cases whose two replies both ran to
   their end: a reply cut by max_tokens streams the part of a call it had written, while
@@ -84,18 +85,21 @@ class ToolScore:
     errors: int
     calls: int
     schema_valid: Proportion
-    finish_consistent: Proportion
+    finish_consistent: Proportion  # over the judged replies: answered, not cut by max_tokens
     stream_agreement: Proportion
     # Cases left out of stream_agreement: an error or a reply cut by max_tokens on either side.
     stream_left_out: int
     intended: Confusion
     by_shape: dict[str, dict[str, Any]]
     triggers: dict[tuple[str, bool], bool]
+    # Answered replies cut by max_tokens: left out of finish_consistent.
+    finish_cut: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return {"cases": self.cases, "replies": self.replies, "http_errors": self.errors, "calls": self.calls,
                 "schema_valid": _proportion(self.schema_valid),
                 "finish_reason_consistent": _proportion(self.finish_consistent),
+                "finish_reason_cut_not_judged": self.finish_cut,
                 "streamed_equals_non_streamed": _proportion(self.stream_agreement),
                 "streamed_equals_non_streamed_left_out": self.stream_left_out,
                 "trigger_vs_intended": self.intended.as_dict(), "by_shape": self.by_shape}
@@ -106,6 +110,7 @@ def score(cases: Sequence[ToolCase], outcomes: Iterable[CaseOutcome]) -> ToolSco
     by_key = {(o.case_id, o.stream): o for o in outcomes}
     calls = [call for o in outcomes for call in o.calls]
     answered = [o for o in outcomes if o.error is None]
+    judged = [o for o in answered if o.finish_judged]
     pairs = [(by_key.get((case.id, False)), by_key.get((case.id, True))) for case in cases]
     finished = [(plain, streamed) for plain, streamed in pairs if _ran_to_the_end(plain) and _ran_to_the_end(streamed)]
     agree = sum(1 for plain, streamed in finished if plain.signature() == streamed.signature())
@@ -115,7 +120,8 @@ def score(cases: Sequence[ToolCase], outcomes: Iterable[CaseOutcome]) -> ToolSco
     return ToolScore(
         cases=len(cases), replies=len(outcomes), errors=sum(1 for o in outcomes if o.error),
         calls=len(calls), schema_valid=Proportion(sum(1 for call in calls if call.valid), len(calls)),
-        finish_consistent=Proportion(sum(1 for o in answered if o.finish_consistent), len(answered)),
+        finish_consistent=Proportion(sum(1 for o in judged if o.finish_consistent), len(judged)),
+        finish_cut=len(answered) - len(judged),
         stream_agreement=Proportion(agree, len(finished)), stream_left_out=len(cases) - len(finished),
         intended=intended,
         by_shape=_by_shape(cases, by_key), triggers=triggers,
@@ -139,7 +145,7 @@ def _by_shape(cases: Sequence[ToolCase], by_key: Mapping[tuple[str, bool], CaseO
             row["replies_calling"] += outcome.triggered
             row["calls"] += len(outcome.calls)
             row["valid_calls"] += sum(call.valid for call in outcome.calls)
-            row["finish_inconsistent"] += not outcome.finish_consistent
+            row["finish_inconsistent"] += outcome.finish_judged and not outcome.finish_consistent
             row["errors"] += outcome.error is not None
     return table
 

@@ -1,8 +1,10 @@
 """End to end: the throughput check run by pytest against reference engines.
 
 The check passes on a clean engine and writes its table, chart, JSON and progress;
-``early-eos`` fails it for the right reason; a saved baseline passes an unchanged
-engine and fails a slower one, naming the metric and the tolerance; a threshold it
+``early-eos`` fails it for the right reason; a saved baseline keeps its provenance,
+passes an unchanged engine (a regression against itself, the gate says) and fails a
+slower one, naming the metric and the tolerance; a baseline that holds none of the
+run's cells fails it, naming both; a threshold it
 misses fails it; bad option values stop the run with the option named; and it
 refuses to share the engine. Pass/fail here never hangs on a wall-clock figure
 except the baseline comparison, whose slower engine is three times slower and whose
@@ -113,9 +115,18 @@ def test_baseline_passes_an_unchanged_engine_and_fails_a_slower_one_naming_metri
     stored = json.loads(baseline.read_text())
     assert stored["tolerances"]["output_tok_s"] == 30.0 and "128/32@4" in stored["cells"]
 
+    # Whose it is: the engine, version and model it was saved from, its host only, the suite's version.
+    assert {key: stored["provenance"][key] for key in ("engine", "model", "where")} == {
+        "engine": "vllm", "model": "reference-model", "where": steady_engine.url.rstrip("/")}, stored["provenance"]
+    assert stored["provenance"]["suite_version"] and stored["provenance"]["recorded_at"]
+
     same, outcomes = run_suite(pytester, *shapes, "--engine-url", steady_engine.url,
                                "--throughput-baseline", str(baseline))
     assert same.ret == 0 and not failed(outcomes), same.stdout.str()[-3000:]
+    # Saved from this same engine identity: the gate says it is a regression against itself.
+    gate = json.loads((pytester.path / "gate.json").read_text(encoding="utf-8"))
+    assert [(b["kind"], b["comparison"]) for b in gate["baselines"]] == [("throughput", "regression against itself")]
+    same.stdout.fnmatch_lines([f"*baseline (throughput): regression against itself, {baseline}: vllm *"])
 
     slower, outcomes = run_suite(pytester, *shapes, "--engine-url", slower_engine.url,
                                  "--throughput-baseline", str(baseline))
@@ -124,6 +135,23 @@ def test_baseline_passes_an_unchanged_engine_and_fails_a_slower_one_naming_metri
         "*128/32@4: output_tok_s * tok/s is *% below the baseline * tok/s (tolerance 30%*",
         "*128/32@4: p95_tpot_ms * ms is *% above the baseline * ms (tolerance 30%*",
     ])
+
+
+def test_a_baseline_that_holds_no_cell_of_the_run_fails_naming_both(pytester: pytest.Pytester) -> None:
+    """A baseline of other cells, from before provenance was kept: it compared nothing, so the check fails."""
+    baseline = pytester.path / "other-cells.json"
+    baseline.write_text(json.dumps({"format": "engine-acceptance-throughput-baseline/1", "created": "2026-11-30",
+                                    "engine": {}, "tolerances": {"output_tok_s": 10.0},
+                                    "cells": {"4096/128@8": {"output_tok_s": 500.0}}}), encoding="utf-8")
+    result, outcomes = run_suite(pytester, "-m", "throughput", "-k", "not media", "--throughput-shapes", "128/32@1x2",
+                                 "--throughput-rounds", "1", "--throughput-baseline", str(baseline))
+    assert failed(outcomes) == {f"{CHECK}[in128-out32]"}, result.stdout.str()[-3000:]
+    output = result.stdout.str()
+    assert (f"the baseline {baseline} compared nothing in this check: it holds 4096/128@8 (output_tok_s); this run "
+            "measured 128/32@1 (output_tok_s)") in output, output[-3000:]
+    gate = json.loads((pytester.path / "gate.json").read_text(encoding="utf-8"))
+    assert [(b["kind"], b["comparison"], b["provenance"]) for b in gate["baselines"]] == [
+        ("throughput", "provenance unknown", None)]
 
 
 @pytest.mark.parametrize(("args", "message"), [

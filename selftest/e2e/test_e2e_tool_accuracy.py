@@ -1,6 +1,7 @@
 """End to end: tool-call accuracy at scale against the reference engine.
 
-A clean engine passes the five checks when gated on a baseline it recorded itself;
+A clean engine passes the five checks when gated on a baseline it recorded itself
+(a regression against itself, as the gate says, not accuracy);
 a parser that cuts 3% of the calls (``tool-args-intermittent``) is caught at the
 default set size; a deployment that calls a tool on every turn (``auto`` applied as
 ``required``) is caught by the trigger check against the clean baseline; a baseline recorded with other
@@ -92,7 +93,8 @@ def test_refused_requests_fail_the_answered_check_grouped_by_kind(pytester: pyte
 def test_calls_that_end_with_finish_reason_stop_are_caught(pytester: pytest.Pytester) -> None:
     result, outcomes = run_suite(pytester, "-m", "tool_accuracy", "--inject=tool-calls-finish-stop")
     assert failed(outcomes) == {FINISH}, outcomes
-    assert "replies whose finish_reason is 'tool_calls' exactly when they call tools:" in result.stdout.str()
+    assert ("replies whose finish_reason is 'tool_calls' exactly when they call tools (0 cut by max_tokens, not "
+            "judged):") in result.stdout.str()
     assert "call(s), finish_reason 'stop'" in result.stdout.str()
 
 
@@ -106,6 +108,14 @@ def test_calls_where_none_is_needed_are_caught_against_the_clean_baseline(pytest
     trigger = gate["figures"][f"tests/{TRIGGER}"]["tool_trigger_vs_baseline"]
     # The 37 cases that need no call, called anyway, non-streamed and streamed; nothing missed.
     assert (trigger["only_candidate_called"], trigger["only_reference_called"]) == (74, 0), trigger
+    # Recorded from this same engine, version and model: a regression against itself, said so, never accuracy.
+    assert trigger["comparison"] == "regression against itself", trigger
+    entry, = gate["baselines"]
+    assert (entry["kind"], entry["path"], entry["comparison"]) == ("tool_accuracy", str(clean_baseline),
+                                                                   "regression against itself"), entry
+    assert (entry["provenance"]["engine"], entry["provenance"]["model"]) == ("vllm", "reference-model"), entry
+    result.stdout.fnmatch_lines([f"*baseline (tool_accuracy): regression against itself, {clean_baseline}: vllm *"])
+    assert "not that they are accurate" in result.stdout.str()
 
 
 def test_a_baseline_of_other_settings_or_none_at_all_is_refused(pytester: pytest.Pytester,
@@ -141,12 +151,20 @@ def test_a_clean_engine_passes_twenty_runs_out_of_twenty(convention: str) -> Non
 
 
 def test_too_few_finished_replies_cannot_pass_the_stream_comparison(pytester: pytest.Pytester) -> None:
-    """A model cut by max_tokens everywhere (the CI's pretrained Gemma) leaves nothing to compare: a failure, not a pass."""
+    """A model cut by max_tokens everywhere (the CI's pretrained Gemma) leaves nothing to compare: a failure, not a pass.
+
+    Neither streamed with non-streamed, nor finish_reason with the calls: a cut reply is not judged.
+    """
     profile = (REPO / "fixtures" / "profiles" / "models" / "reference.yaml").read_text(encoding="utf-8")
     profile = profile.replace("name: reference\n", "name: reference-cut\n").split("tool_accuracy:")[0]
     path = pytester.path / "reference-cut.yaml"
     path.write_text(profile + "tool_accuracy:\n  max_tokens: 6\n", encoding="utf-8")
     result, outcomes = run_suite(pytester, "-m", "tool_accuracy", f"--profile={path}")
-    assert STREAMED in failed(outcomes), outcomes
+    assert {STREAMED, FINISH} <= failed(outcomes), outcomes
     assert "cases had both replies run to their end" in result.stdout.str()
     assert "fewer than the 30 needed to judge streamed = non-streamed" in result.stdout.str()
+    # Cut replies are not judged for finish_reason (they were counted consistent before): too few left, a failure.
+    found = re.search(r"only (\d+) of (\d+) answered replies ended before max_tokens 6 \((\d+) cut, not judged",
+                      result.stdout.str())
+    assert found and int(found[1]) < 30 and int(found[1]) + int(found[3]) == int(found[2]), result.stdout.str()[-3000:]
+    assert "fewer than the 30 needed to judge finish_reason against the calls" in result.stdout.str()

@@ -13,10 +13,13 @@ from engine_acceptance.load.gate import (
     GateError,
     check_thresholds,
     compare_with_baseline,
+    nothing_compared,
     parse_threshold,
     parse_tolerance,
 )
 from engine_acceptance.load.settings import SettingsError, full_matrix, select_cells, settings_from_options
+from engine_acceptance.provenance import AGAINST_ITSELF, UNKNOWN, comparison, provenance_of
+from engine_acceptance.wire.readiness import EngineInfo
 
 
 def cell(key: str = "128/128@4", **medians: float):
@@ -67,6 +70,39 @@ def test_baseline_round_trips_and_fails_only_regressions_beyond_their_tolerance(
     assert overridden == []
     _, notes = compare_with_baseline(cell("4096/128@8", output_tok_s=1.0), baseline)
     assert notes == [f"4096/128@8: not in the baseline {path}; not compared"]
+
+
+def test_a_baseline_that_compares_nothing_fails_naming_what_it_holds_and_what_ran(tmp_path: Path) -> None:
+    before = cell("128/128@4", output_tok_s=1000.0, p95_ttft_ms=100.0)
+    baseline = Baseline.load(Baseline.from_summaries([before], tolerances={"output_tok_s": 10.0},
+                                                     engine={}).save(tmp_path / "base.json"))
+    # Another cell: nothing compared, a failure (it was a note and a pass before).
+    message = nothing_compared([cell("512/64@1", output_tok_s=900.0)], baseline)
+    assert message == (f"the baseline {tmp_path / 'base.json'} compared nothing in this check: it holds 128/128@4 "
+                       "(output_tok_s); this run measured 512/64@1 (output_tok_s); a metric is compared when it has "
+                       "a tolerance (output_tok_s) and both sides hold it for the same cell")
+    # The same cell, but only a metric without a tolerance: nothing compared either.
+    message = nothing_compared([cell("128/128@4", p95_ttft_ms=120.0)], baseline)
+    assert message is not None and "this run measured 128/128@4 (none of the compared metrics, 1 other(s))" in message
+    # One cell of several compared: the check compared something.
+    assert nothing_compared([cell("512/64@1", output_tok_s=1.0), cell("128/128@4", output_tok_s=990.0)],
+                            baseline) is None
+
+
+def test_a_throughput_baseline_keeps_its_provenance_and_an_old_one_loads_without(tmp_path: Path) -> None:
+    engine = EngineInfo(url="https://k:secret@gpu-1.internal:8443/v1", kind="sglang", kind_source="test",
+                        version="0.5.1", model="qwen3-8b", models=["qwen3-8b"])
+    provenance = provenance_of(engine)
+    path = Baseline.from_summaries([cell(output_tok_s=1.0)], tolerances={"output_tok_s": 10.0}, engine={},
+                                   provenance=provenance).save(tmp_path / "base.json")
+    assert "secret" not in path.read_text(encoding="utf-8")
+    loaded = Baseline.load(path)
+    assert loaded.provenance == provenance and loaded.provenance["where"] == "https://gpu-1.internal:8443"
+    assert comparison(loaded.provenance, engine) == AGAINST_ITSELF
+    old = json.loads(path.read_text(encoding="utf-8"))
+    del old["provenance"]
+    path.write_text(json.dumps(old), encoding="utf-8")
+    assert Baseline.load(path).provenance is None and comparison(None, engine) == UNKNOWN
 
 
 @pytest.mark.parametrize("content", ["not json", json.dumps({"format": "other"}),

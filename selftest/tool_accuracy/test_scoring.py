@@ -7,12 +7,24 @@ from pathlib import Path
 
 import pytest
 
-from engine_acceptance.tool_accuracy.baseline import BaselineError, load_baseline, write_baseline
-from engine_acceptance.tool_accuracy.dataset import ToolCase, ToolSetError, load_cases
-from engine_acceptance.tool_accuracy.policy import ToolAccuracyPolicy
-from engine_acceptance.tool_accuracy.report import error_kinds
+import engine_acceptance
+from engine_acceptance.provenance import (
+    AGAINST_ANOTHER,
+    AGAINST_ITSELF,
+    BASELINE_PROPERTY,
+    UNKNOWN,
+    baseline_entry,
+    comparison,
+    provenance_of,
+)
+from engine_acceptance.pytest_plugin.verdict import GateCollector
+from engine_acceptance.tool_accuracy.baseline import BaselineError, load_baseline, set_digest, write_baseline
+from engine_acceptance.tool_accuracy.dataset import CASES_FILE, ToolCase, ToolSetError, load_cases
+from engine_acceptance.tool_accuracy.policy import BASELINES_DIR, ToolAccuracyPolicy
+from engine_acceptance.tool_accuracy.report import error_kinds, summary_lines
 from engine_acceptance.tool_accuracy.runner import CallOutcome, CaseOutcome, RunSettings
 from engine_acceptance.tool_accuracy.scoring import Confusion, confusion, score
+from engine_acceptance.wire.readiness import EngineInfo
 
 TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {
     "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
@@ -49,10 +61,16 @@ def test_rates_count_calls_replies_and_cases_separately() -> None:
     assert result.by_shape["flat"]["valid_calls"] == 5 and result.by_shape["flat"]["errors"] == 1
 
 
-def test_a_reply_cut_by_max_tokens_is_consistent_whatever_it_holds() -> None:
+def test_a_reply_cut_by_max_tokens_is_not_judged_nor_counted_as_consistent() -> None:
     cut = CaseOutcome("a", True, (CallOutcome("get_weather", "{\"city\": \"Par", ("not JSON",)),), "length")
-    assert cut.finish_consistent and not cut.calls[0].valid
+    assert not cut.finish_judged and not cut.finish_consistent and not cut.calls[0].valid
     assert not CaseOutcome("a", True, (), "tool_calls").finish_consistent
+    # Two cut replies and one judged consistent one: 1/1 judged, the cut ones counted apart.
+    outcomes = [cut, CaseOutcome("a", False, (), "length"), CaseOutcome("b", False, (_call(),), "tool_calls"),
+                CaseOutcome("b", True, error="HTTP 500")]
+    result = score([_case("a"), _case("b")], outcomes)
+    assert (result.finish_consistent.successes, result.finish_consistent.total, result.finish_cut) == (1, 1, 2)
+    assert result.by_shape["flat"]["finish_inconsistent"] == 0
 
 
 def test_replies_cut_by_max_tokens_are_left_out_of_the_stream_comparison() -> None:
@@ -79,7 +97,7 @@ def test_a_baseline_is_refused_on_another_set_or_other_settings(tmp_path: Path) 
     result = score(cases, [CaseOutcome("a", False, (_call(),), "tool_calls"),
                            CaseOutcome("a", True, (), "stop")])
     path = write_baseline(tmp_path / "b.json", set_sha256="abc", settings=RunSettings(96),
-                          recorded_from={"model": "m", "engine": "e"}, score=result)
+                          provenance={"engine": "e", "model": "m"}, score=result)
     loaded = load_baseline(path, set_sha256="abc", settings=RunSettings(96, concurrency=4))
     assert loaded.triggers == {("a", False): True, ("a", True): False}
     with pytest.raises(BaselineError, match="another tool-accuracy set"):
@@ -122,3 +140,69 @@ def test_error_kinds_list_every_kind_with_its_count_modes_and_cases_most_frequen
     assert error_kinds(outcomes) == [
         f"8 x {refused} [non-streamed and streamed: multi-0, multi-1, multi-2, ... (4 cases)]",
         "1 x HTTP 500: {} [streamed: flat-7]"]
+
+
+def _engine(kind: str = "vllm", version: str | None = "0.32.0", model: str = "gemma-3-270m",
+            url: str = "http://user:secret@ci-host:8000/v1?token=abc") -> EngineInfo:
+    return EngineInfo(url=url, kind=kind, kind_source="test", version=version, model=model, models=[model])
+
+
+def test_a_baseline_keeps_its_provenance_and_says_whose_it_is(tmp_path: Path) -> None:
+    result = score([_case("a")], [CaseOutcome("a", False, (_call(),), "tool_calls"), CaseOutcome("a", True, (), "stop")])
+    engine = _engine()
+    provenance = provenance_of(engine, model_profile="gemma-3-270m")
+    # Where: scheme, host and port only; no user, password, path or query (they may hold secrets).
+    assert provenance["where"] == "http://ci-host:8000" and "secret" not in json.dumps(provenance)
+    assert provenance["suite_version"] == engine_acceptance.__version__
+    assert (provenance["engine"], provenance["engine_version"], provenance["model"]) == ("vllm", "0.32.0",
+                                                                                         "gemma-3-270m")
+    path = write_baseline(tmp_path / "b.json", set_sha256="abc", settings=RunSettings(96), provenance=provenance,
+                          score=result)
+    loaded = load_baseline(path, set_sha256="abc", settings=RunSettings(96))
+    assert loaded.provenance == provenance and "vllm 0.32.0, model gemma-3-270m, at http://ci-host:8000" in loaded.label
+    # The same engine identity: a regression against itself, and the report says it is not accuracy.
+    assert comparison(loaded.provenance, engine) == AGAINST_ITSELF
+    assert comparison(loaded.provenance, _engine(url="http://elsewhere:1")) == AGAINST_ITSELF
+    assert comparison(loaded.provenance, _engine(version="0.33.0")) == AGAINST_ANOTHER
+    assert comparison(loaded.provenance, _engine(kind="sglang")) == AGAINST_ANOTHER
+    assert comparison(loaded.provenance, _engine(model="qwen3-8b")) == AGAINST_ANOTHER
+    lines = summary_lines(result, confusion(result.triggers, loaded.triggers), loaded.label, AGAINST_ITSELF)
+    assert "regression against itself" in lines[-1] and "not that they are accurate" in lines[-1]
+
+
+def test_a_baseline_without_provenance_still_loads_as_provenance_unknown(tmp_path: Path) -> None:
+    result = score([_case("a")], [CaseOutcome("a", False, (_call(),), "tool_calls"), CaseOutcome("a", True, (), "stop")])
+    path = write_baseline(tmp_path / "b.json", set_sha256="abc", settings=RunSettings(96),
+                          provenance={"engine": "vllm", "model": "m"}, score=result)
+    old = json.loads(path.read_text(encoding="utf-8"))
+    del old["provenance"]
+    old["recorded_from"] = {"model": "m", "engine": "vllm 0.32.0", "recorded_at": "2026-12-01T20:47:09+0000"}
+    path.write_text(json.dumps(old), encoding="utf-8")
+    loaded = load_baseline(path, set_sha256="abc", settings=RunSettings(96))
+    assert loaded.provenance is None and loaded.label.startswith("b.json (provenance unknown; it says m on vllm 0.32.0")
+    assert comparison(loaded.provenance, _engine(model="m")) == UNKNOWN
+
+
+@pytest.mark.parametrize("name, engine", [
+    ("gemma-3-270m-vllm-0.32-cpu.json", _engine()),
+    ("reference.json", _engine(version="0.1.0+reference", model="reference-model")),
+])
+def test_the_shipped_baselines_say_whose_they_are(name: str, engine: EngineInfo) -> None:
+    """The CI gates vLLM on a baseline of that same vLLM: it must read as a regression against itself."""
+    loaded = load_baseline(BASELINES_DIR / name, set_sha256=set_digest(CASES_FILE),
+                           settings=RunSettings(json.loads((BASELINES_DIR / name).read_text())["settings"]["max_tokens"]))
+    assert loaded.provenance is not None and comparison(loaded.provenance, engine) == AGAINST_ITSELF
+
+
+def test_gate_json_and_the_table_list_the_baseline_and_what_the_comparison_is() -> None:
+    provenance = provenance_of(_engine())
+    gate = GateCollector()
+    entry = baseline_entry("tool_accuracy", "base.json", provenance, _engine())
+    gate.add("tests/test_tool_accuracy.py::test_tool_call_triggers_match_the_baseline", ["tool_accuracy"], "call",
+             "passed", None, "", [(BASELINE_PROPERTY, json.dumps(entry)), ("tool_trigger_vs_baseline", "{}")])
+    verdict = gate.verdict()
+    assert verdict["baselines"] == [{"kind": "tool_accuracy", "path": "base.json", "provenance": provenance,
+                                     "comparison": "regression against itself"}]
+    assert BASELINE_PROPERTY not in json.dumps(verdict["figures"])
+    assert any(line.startswith("  baseline (tool_accuracy): regression against itself, base.json: vllm 0.32.0, "
+                               "model gemma-3-270m, at http://ci-host:8000") for line in gate.table_lines())
