@@ -130,11 +130,7 @@ def throughput_shortfalls(*, shapes: str, rounds: int, cells: Iterable[Any],
     module, option = "test_throughput.py", f"--throughput-shapes={shapes}"
     found = _rounds("throughput", module, rounds)
     default = select_cells(DEFAULT_SHAPES)
-    if len(cells) < len(default):
-        found.append(Shortfall("throughput", "throughput", module, "cells", len(default), len(cells), option,
-                               f"the default ({DEFAULT_SHAPES}) measures {', '.join(c.key for c in default)}",
-                               f"at {len(cells)} of {len(default)} cells",
-                               f"throughput at {len(cells)} of {len(default)} cells"))
+    found += _fewer_cells("throughput", module, option, DEFAULT_SHAPES, default, cells)
     # A cell's requests per round: the default's where it names the cell, else the seeds' matrix.
     reference = {**{c.key: c for c in full_matrix()}, **{c.key: c for c in default}}
     found += _fewer_requests("throughput", module, option, cells, reference,
@@ -158,14 +154,20 @@ def media_shortfalls(*, shapes: str, rounds: int, cells: Iterable[MediaCell]) ->
     module, option = "test_media_throughput.py", f"--media-shapes={shapes}"
     found = _rounds("media throughput", module, rounds)
     default = select_media_cells(DEFAULT_MEDIA_SHAPES)
-    if len(cells) < len(default):
-        found.append(Shortfall("throughput", "throughput", module, "cells", len(default), len(cells), option,
-                               f"the default ({DEFAULT_MEDIA_SHAPES}) measures {', '.join(c.key for c in default)}",
-                               f"at {len(cells)} of {len(default)} cells",
-                               f"media throughput at {len(cells)} of {len(default)} cells"))
+    found += _fewer_cells("media throughput", module, option, DEFAULT_MEDIA_SHAPES, default, cells)
     found += _fewer_requests("media throughput", module, option, cells, {c.key: c for c in default},
                              param=lambda cell: cell.input.name)
     return found
+
+
+def _fewer_cells(name: str, module: str, option: str, default_shapes: str, default: list[Any],
+                 cells: list[Any]) -> list[Shortfall]:
+    """A shortfall when fewer cells were selected than the default shapes measure."""
+    if len(cells) >= len(default):
+        return []
+    return [Shortfall("throughput", "throughput", module, "cells", len(default), len(cells), option,
+                      f"the default ({default_shapes}) measures {', '.join(c.key for c in default)}",
+                      f"at {len(cells)} of {len(default)} cells", f"{name} at {len(cells)} of {len(default)} cells")]
 
 
 def _rounds(name: str, module: str, rounds: int) -> list[Shortfall]:

@@ -217,10 +217,14 @@ class GateCollector:
         rows = self.capability_rows()
         if not rows:
             return []
-        header = f"{'capability':<20}{'declared':<10}{'discovered':<12}{'required':<10}{'ran':>5}{'skipped':>9}  result"
+        # The discovered column is as wide as its longest word ("not served (stated)" is 19 characters).
+        width = max(12, *(len(row.discovered) + 2 for row in rows))
+        header = (f"{'capability':<20}{'declared':<10}{'discovered':<{width}}{'required':<10}"
+                  f"{'ran':>5}{'skipped':>9}  result")
         lines = ["", header, "-" * len(header)]
         for row in rows:
-            lines.append(f"{row.name:<20}{'yes' if row.declared else 'no':<10}{row.discovered.replace('_', ' '):<12}"
+            discovered = row.discovered.replace('_', ' ')
+            lines.append(f"{row.name:<20}{'yes' if row.declared else 'no':<10}{discovered:<{width}}"
                          f"{'yes' if row.required else '-':<10}{row.ran:>5}{row.skipped:>9}  {_cell(row.result)}")
         return lines + [f"  {fact}" for fact in self.engine_facts]
 
