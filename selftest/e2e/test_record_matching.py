@@ -244,6 +244,12 @@ SHIPPED = {
         "max_tokens 64 on one side), fewer than the 30 needed to judge streamed = non-streamed",
         ["AssertionError: cases whose streamed tool calls equal the non-streamed ones (17 cases left out: an HTTP "
          "error or a reply cut by max_tokens): 200/302 = 66.2% (95% Wilson 60.7-71.3%), below the required 95.0%"]),
+    "gemma3-270m-vllm-cpu.yaml#13": (
+        "Failed: only 4 of 586 answered replies ended before max_tokens 64 (582 cut, not judged: their finish_reason "
+        "'length' says nothing about their calls), fewer than the 30 needed to judge finish_reason against the calls",
+        # Enough replies judged and too few consistent is another failure: not covered.
+        ["AssertionError: replies whose finish_reason is 'tool_calls' exactly when they call tools (200 cut by "
+         "max_tokens, not judged): 300/386 = 77.7% (95% Wilson 73.3-81.6%), below the required 95.0%"]),
     "vllm-0.32-contract.yaml#0": (
         "AssertionError: a tool result that answers no tool call: the engine accepted it: HTTP 200, content '{}命题'",
         ["AssertionError: a tool result that answers no tool call: server error on client data: HTTP 500",
