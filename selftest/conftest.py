@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 import fcntl
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+# The end-to-end self-tests start some two hundred Python processes (pytest runs, reference
+# engines), each importing the suite. With PYTHONDONTWRITEBYTECODE set (this machine sets it)
+# every one of them compiled and assertion-rewrote the same 250 modules again: a few seconds
+# each. Writing the caches (``__pycache__``, ignored by git) lets the processes after the first share them.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+sys.dont_write_bytecode = False
 
 
 @pytest.fixture(scope="module")

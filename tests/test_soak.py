@@ -24,7 +24,6 @@ from typing import Any
 
 import allure
 import pytest
-import yaml
 
 from engine_acceptance.pytest_plugin import interrupts
 
@@ -35,6 +34,7 @@ from engine_acceptance.profiles.profile import DATA_ROOT
 from engine_acceptance.progress import Write, terminal_writer
 from engine_acceptance.pytest_plugin.allure_report import attach_json
 from engine_acceptance.load.soak import SoakReport, SoakSettings, run_soak
+from engine_acceptance.resources import read_yaml
 from engine_acceptance.wire.prometheus import parse_prometheus, pick_series
 from engine_acceptance.assertions import assert_no_problems
 from engine_acceptance.pytest_plugin.keys import options_key
@@ -47,7 +47,7 @@ pytestmark = [
                        reason="the soak is off by default: give --soak-minutes N"),
 ]
 
-SOAK_DATA: dict[str, Any] = yaml.safe_load((DATA_ROOT / "soak.yaml").read_text(encoding="utf-8"))
+SOAK_DATA: dict[str, Any] = read_yaml(DATA_ROOT / "soak.yaml")
 
 
 @pytest.fixture

@@ -7,18 +7,14 @@ minimum to their maximum (TEST-PLAN §7: the seeds' charts are drawn this way).
 
 from __future__ import annotations
 
+import functools
 import io
 from collections.abc import Sequence
 from typing import Any
 
-import matplotlib
+from engine_acceptance.load.generator import CellResult
 
-matplotlib.use("Agg")  # before pyplot: CI and report builders have no display
-import matplotlib.pyplot as plt  # noqa: E402
-
-from engine_acceptance.load.generator import CellResult  # noqa: E402
-
-__all__ = ["CHARTED_METRICS", "png_of", "workload_chart_png"]
+__all__ = ["CHARTED_METRICS", "png_of", "pyplot", "workload_chart_png"]
 
 CHARTED_METRICS = (
     ("output_tok_s", "output tok/s"),
@@ -27,10 +23,26 @@ CHARTED_METRICS = (
 )
 
 
+@functools.cache
+def pyplot() -> Any:
+    """matplotlib's pyplot on the Agg backend, imported at the first chart.
+
+    Not at import: pyplot takes most of a second to import, and every run (every
+    self-test's subprocess among them) imports the report modules, most drawing nothing.
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")  # before pyplot: CI and report builders have no display
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def workload_chart_png(workload: str, results: Sequence[CellResult]) -> bytes:
     """A PNG with one panel per charted metric, concurrency on the x axis."""
     ordered = sorted(results, key=lambda result: result.cell.concurrency)
     concurrency = [result.cell.concurrency for result in ordered]
+    plt = pyplot()
     figure, axes = plt.subplots(1, len(CHARTED_METRICS), figsize=(4.2 * len(CHARTED_METRICS), 3.4))
     try:
         for ax, (metric, label) in zip(axes, CHARTED_METRICS):
@@ -62,4 +74,4 @@ def png_of(figure: Any) -> bytes:
         figure.savefig(buffer, format="png", dpi=100)
         return buffer.getvalue()
     finally:
-        plt.close(figure)
+        pyplot().close(figure)

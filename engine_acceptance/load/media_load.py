@@ -26,7 +26,6 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from engine_acceptance.media import library as media
 from engine_acceptance.wire.client import EngineTarget
@@ -37,6 +36,7 @@ from engine_acceptance.profiles.profile import DATA_ROOT
 from engine_acceptance.wire.reassembly import reassemble_stream
 from engine_acceptance.load.report import fixed_width_lines, format_spread, html_table
 from engine_acceptance.errors import UsageError
+from engine_acceptance.resources import read_yaml
 
 __all__ = [
     "CACHE_NOTE",
@@ -123,12 +123,12 @@ class MediaSettings:
 
 @lru_cache(maxsize=None)
 def _data(path: Path = MEDIA_SHAPES_FILE) -> dict[str, Any]:
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
+    return read_yaml(path)
 
 
 @lru_cache(maxsize=None)
 def _prompt_file(stem: str) -> dict[str, Any]:
-    return yaml.safe_load((PROMPTS_DIR / f"{stem}.yaml").read_text(encoding="utf-8"))
+    return read_yaml(PROMPTS_DIR / f"{stem}.yaml")
 
 
 def load_inputs() -> dict[str, MediaInput]:

@@ -17,11 +17,11 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Sequence
 
-import yaml
 
 from engine_acceptance.load.generator import Cell
 from engine_acceptance.profiles.profile import DATA_ROOT
 from engine_acceptance.errors import UsageError
+from engine_acceptance.resources import read_yaml
 from engine_acceptance.load.gate import (
     DEFAULT_TOLERANCES,
     Baseline,
@@ -78,7 +78,7 @@ class ThroughputSettings:
 
 @lru_cache(maxsize=None)
 def _shapes_data(path: Path = SHAPES_FILE) -> dict[str, Any]:
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
+    return read_yaml(path)
 
 
 def _cell(input_tokens: int, output_tokens: int, concurrency: int, requests: int) -> Cell:

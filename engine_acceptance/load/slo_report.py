@@ -14,16 +14,11 @@ import io
 import math
 from collections.abc import Sequence
 
-import matplotlib
-
-matplotlib.use("Agg")  # before pyplot: CI and report builders have no display
-import matplotlib.pyplot as plt  # noqa: E402
-
-from engine_acceptance.load.arrivals import LATE_S, format_rate  # noqa: E402
-from engine_acceptance.load.charts import png_of  # noqa: E402
-from engine_acceptance.load.metrics import PERCENTILE_METHOD  # noqa: E402
-from engine_acceptance.load.report import fixed_width_lines, html_table  # noqa: E402
-from engine_acceptance.load.slo import SLO_METRICS, SLO_PERCENTILES, SloOutcome, SloSpec  # noqa: E402
+from engine_acceptance.load.arrivals import LATE_S, format_rate
+from engine_acceptance.load.charts import png_of, pyplot
+from engine_acceptance.load.metrics import PERCENTILE_METHOD
+from engine_acceptance.load.report import fixed_width_lines, html_table
+from engine_acceptance.load.slo import SLO_METRICS, SLO_PERCENTILES, SloOutcome, SloSpec
 
 __all__ = ["slo_chart_png", "slo_csv", "slo_table_html", "slo_table_lines"]
 
@@ -89,6 +84,7 @@ def slo_chart_png(title: str, spec: SloSpec, outcomes: Sequence[SloOutcome]) -> 
     finite = [o.rate for o in ordered if not math.isinf(o.rate)]
     at_inf = 2 * max(finite) if finite else 1.0
     xs = [at_inf if math.isinf(o.rate) else o.rate for o in ordered]
+    plt = pyplot()
     figure, axes = plt.subplots(1, len(SLO_METRICS), figsize=(4.2 * len(SLO_METRICS), 3.4))
     try:
         for ax, metric in zip(axes, SLO_METRICS):

@@ -38,6 +38,7 @@ from packaging.version import InvalidVersion, Version
 from engine_acceptance.profiles.profile import DATA_ROOT
 from engine_acceptance.profiles.sources import SHIPPED, ProfileError, data_files
 from engine_acceptance.failure_categories import FAILURE_CATEGORIES, failure_category
+from engine_acceptance.resources import read_yaml
 
 __all__ = ["EXPECTATIONS_DIR", "ExpectedFailure", "FailureDescription", "check_id", "load_expectations",
            "matching_records"]
@@ -144,7 +145,7 @@ def load_expectations(paths: Sequence[Path] | None = None) -> list[ExpectedFailu
         if not path.is_file():
             raise ProfileError(f"expectation file not found: {path}")
         try:
-            data: Any = yaml.safe_load(path.read_text(encoding="utf-8"))
+            data: Any = read_yaml(path)
         except yaml.YAMLError as exc:
             raise ProfileError(f"{path}: not valid YAML: {exc}") from exc
         errors = sorted(validator.iter_errors(data), key=lambda e: list(e.absolute_path))

@@ -24,6 +24,7 @@ import yaml
 
 from engine_acceptance.profiles.refusals import Refusal, RefusalRules, parse_refusals
 from engine_acceptance.profiles.sources import SHIPPED, ProfileError, data_files, data_sources, find_data_file
+from engine_acceptance.resources import read_yaml
 
 __all__ = [
     "DATA_ROOT",
@@ -178,7 +179,7 @@ def _load_yaml(path: Path, kind: str) -> dict[str, Any]:
     if not path.is_file():
         raise ProfileError(f"{kind} profile file not found: {path}")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = read_yaml(path)
     except yaml.YAMLError as exc:
         raise ProfileError(f"{path}: not valid YAML: {exc}") from exc
     validator = _validator(f"{kind}-profile")

@@ -10,10 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
 
 from engine_acceptance.recall.haystack import Haystack, Needle, RecallBudget, make_code
-from engine_acceptance.resources import suite_path
+from engine_acceptance.resources import read_yaml, suite_path
 from engine_acceptance.wire.client import Exchange
 from engine_acceptance.wire.token_count import TokenEstimate
 
@@ -28,7 +27,7 @@ ESTIMATE_MARGIN = 0.02
 UNCALIBRATED = TokenEstimate(1.0, 0, False, "uncalibrated: one token per character of Chinese prose assumed")
 
 # Read at import: the field-extraction checks are parametrized by its depths and keys.
-RECALL_PROMPTS: dict[str, Any] = yaml.safe_load(suite_path("fixtures", "prompts", "recall.yaml").read_text(encoding="utf-8"))
+RECALL_PROMPTS: dict[str, Any] = read_yaml(suite_path("fixtures", "prompts", "recall.yaml"))
 FIELD_KEYS: list[tuple[float, int]] = [
     (depth, key)
     for depth in RECALL_PROMPTS["field_extraction"]["depths"]

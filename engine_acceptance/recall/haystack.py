@@ -543,9 +543,8 @@ def _reset_peak_rss() -> bool:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Build the million-token recall prompt and print its build time and peak memory."""
-    import yaml
 
-    from engine_acceptance.resources import suite_path
+    from engine_acceptance.resources import read_yaml, suite_path
     from engine_acceptance.wire.token_count import LocalTokenCounter, TokenCountError
 
     parser = argparse.ArgumentParser(prog="python -m engine_acceptance.recall.haystack",
@@ -560,7 +559,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         counter = LocalTokenCounter.from_file(args.tokenizer)
     except TokenCountError as exc:
         parser.error(f"--tokenizer: {exc}")
-    prompts = yaml.safe_load(suite_path("fixtures", "prompts", "recall.yaml").read_text(encoding="utf-8"))
+    prompts = read_yaml(suite_path("fixtures", "prompts", "recall.yaml"))
     case = prompts["million"]
     needles = [Needle(code, depth, prompts["needle"].format(code=code))
                for depth in case["depths"]

@@ -11,15 +11,10 @@ import csv
 import io
 from collections.abc import Sequence
 
-import matplotlib
-
-matplotlib.use("Agg")  # before pyplot: CI and report builders have no display
-import matplotlib.pyplot as plt  # noqa: E402
-
-from engine_acceptance.load.charts import png_of  # noqa: E402
-from engine_acceptance.provenance import AGAINST_ITSELF, UNKNOWN  # noqa: E402
-from engine_acceptance.tool_accuracy.runner import CaseOutcome  # noqa: E402
-from engine_acceptance.tool_accuracy.scoring import Confusion, ToolScore  # noqa: E402
+from engine_acceptance.load.charts import png_of, pyplot
+from engine_acceptance.provenance import AGAINST_ITSELF, UNKNOWN
+from engine_acceptance.tool_accuracy.runner import CaseOutcome
+from engine_acceptance.tool_accuracy.scoring import Confusion, ToolScore
 
 __all__ = ["comparison_text", "confusion_csv", "error_kinds", "failure_examples", "shape_chart_png", "shape_csv",
            "summary_lines"]
@@ -118,6 +113,7 @@ def shape_chart_png(score: ToolScore, title: str) -> bytes:
     calling = [100 * row["replies_calling"] / (2 * row["cases"]) if row["cases"] else 0
                for row in score.by_shape.values()]
     valid = [100 * row["valid_calls"] / row["calls"] if row["calls"] else 0 for row in score.by_shape.values()]
+    plt = pyplot()
     figure, ax = plt.subplots(figsize=(10, 3.8))
     try:
         positions = range(len(shapes))
