@@ -1,12 +1,24 @@
-"""Runs the acceptance suite in a subprocess through pytester, for end-to-end self-tests.
+"""Runs the acceptance suite through pytester, for end-to-end self-tests.
 
 Every capability's self-tests use it the same way: start the suite against the
 built-in reference engine (optionally with ``--inject DEFECT``) and compare the
 set of failed test ids with the checks that exist for that defect.
+
+A run is in-process by default (``pytester.runpytest_inprocess``): the suite's own pytest
+session, plugin, options, engine start, verdict and exit code, in this worker's Python.
+That saves each of some two hundred runs a Python start and the import of the suite
+(openai, allure, the plugin: about three seconds on two cores), which was most of the
+self-tests' time (issue 27). What a new process would have and this one must not keep,
+the run resets: the suite's caches (``_fresh_caches``) and the modules it imported
+(pytester restores ``sys.modules`` after each run). The built-in engine still runs in its
+own process, as for a user. ``subprocess=True`` runs the suite as a user does, in a new
+process: for the whole-suite runs that stand for the README's command, and for runs that
+need a process of their own (signals, the environment at start).
 """
 
 from __future__ import annotations
 
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -15,17 +27,39 @@ import pytest
 __all__ = ["REPO", "failed", "run_suite"]
 
 REPO = Path(__file__).resolve().parent.parent
+PACKAGE = "engine_acceptance"
 
 
-def run_suite(pytester: pytest.Pytester, *args: str) -> tuple[pytest.RunResult, dict[str, str]]:
+def run_suite(pytester: pytest.Pytester, *args: str,
+              subprocess: bool = False) -> tuple[pytest.RunResult, dict[str, str]]:
     """Run the acceptance suite; return the result and each test's outcome by id."""
     junit = pytester.path / "junit.xml"
-    result = pytester.runpytest_subprocess(
+    arguments = (
         "-c", str(REPO / "pytest.ini"), "--rootdir", str(REPO), str(REPO / "tests"),
-        "-p", "no:cacheprovider", f"--alluredir={pytester.path / 'allure-results'}",
+        # Hypothesis's plugin imports hypothesis (a second) for nothing: the suite does not use it.
+        "-p", "no:cacheprovider", "-p", "no:hypothesispytest", f"--alluredir={pytester.path / 'allure-results'}",
         f"--junitxml={junit}", *args,
     )
+    if subprocess:
+        result = pytester.runpytest_subprocess(*arguments)
+    else:
+        _fresh_caches()
+        result = pytester.runpytest_inprocess(*arguments)
     return result, _outcomes(junit)
+
+
+def _fresh_caches() -> None:
+    """Empty every ``functools`` cache of the suite's modules, as a new process has them.
+
+    A self-test may rewrite a profile, a record file or a baseline between two runs at the
+    same path; a cache filled by the first run must not answer the second.
+    """
+    for name, module in list(sys.modules.items()):
+        if name == PACKAGE or name.startswith(f"{PACKAGE}.") or name.startswith("fixtures."):
+            for value in list(vars(module).values()):
+                clear = getattr(value, "cache_clear", None)
+                if callable(clear):
+                    clear()
 
 
 def _outcomes(junit: Path) -> dict[str, str]:

@@ -411,6 +411,16 @@ def test_every_third_party_import_comes_from_a_declared_distribution() -> None:
     assert not problems, _report(problems)
 
 
+def test_no_self_test_module_shares_a_name_with_a_check_module() -> None:
+    # The end-to-end self-tests run the suite in their own Python (selftest/suite_runner.py),
+    # where pytest imports each tests/ module by its basename: a self-test module of the same
+    # name, already imported, makes that check module fail to collect ("import file mismatch").
+    checks = {path.name for path in (ROOT / "tests").glob("test_*.py")}
+    clashes = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "selftest").rglob("test_*.py")
+                     if path.name in checks)
+    assert not clashes, f"self-test modules named like a check module of tests/: {clashes}"
+
+
 def test_the_scan_sees_the_whole_package() -> None:
     """A scanner that read nothing would pass every rule: it must see the modules the rules are about."""
     modules = package_modules(ROOT)

@@ -11,7 +11,7 @@ carry a ``sequence_number``.
 
 These functions read what an engine sent and say, in sentences, what breaks the contract;
 they never raise on a bad stream. No pytest here: ``tests/test_responses.py`` asserts on them
-and ``selftest/wire/test_responses.py`` tests them on made-up streams.
+and ``selftest/wire/test_responses_reading.py`` tests them on made-up streams.
 """
 
 from __future__ import annotations

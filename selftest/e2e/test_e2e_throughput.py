@@ -27,7 +27,7 @@ pytestmark = pytest.mark.e2e
 PROFILE = REPO / "fixtures" / "profiles" / "models" / "reference.yaml"
 CHECK = "test_throughput.py::test_fixed_length_load_is_served_in_full_and_passes_the_gate"
 # Output longer than the reference engine's natural reply (54 tokens), so early-eos shows.
-# -k: the fixed-length check alone (-m throughput also selects the media throughput, selftest/e2e/test_media_throughput.py).
+# -k: the fixed-length check alone (-m throughput also selects the media throughput, selftest/e2e/test_media_throughput_e2e.py).
 SMALL = ("-m", "throughput", "-k", "not media", "--throughput-shapes", "128/128@2x4", "--throughput-rounds", "2")
 
 
