@@ -4,16 +4,15 @@ Every capability's self-tests use it the same way: start the suite against the
 built-in reference engine (optionally with ``--inject DEFECT``) and compare the
 set of failed test ids with the checks that exist for that defect.
 
-A run is in-process by default (``pytester.runpytest_inprocess``): the suite's own pytest
-session, plugin, options, engine start, verdict and exit code, in this worker's Python.
-That saves each of some two hundred runs a Python start and the import of the suite
-(openai, allure, the plugin: about three seconds on two cores), which was most of the
-self-tests' time (issue 27). What a new process would have and this one must not keep,
-the run resets: the suite's caches (``_fresh_caches``) and the modules it imported
-(pytester restores ``sys.modules`` after each run). The built-in engine still runs in its
-own process, as for a user. ``subprocess=True`` runs the suite as a user does, in a new
-process: for the whole-suite runs that stand for the README's command, and for runs that
-need a process of their own (signals, the environment at start).
+A run is a new process, as a user runs the suite (``pytester.runpytest_subprocess``).
+``in_process=True`` runs it in this worker's Python instead (``pytester.runpytest_inprocess``):
+the suite's own pytest session, plugin, options, engine start, verdict and exit code, without a
+Python start and the import of the suite (openai, allure, the plugin: about three seconds on
+two cores, most of a short run's time; issue 27). What a new process would have and this one
+must not keep, the run resets: the suite's caches (``_fresh_caches``) and the modules it
+imported (pytester restores ``sys.modules`` after each run); the built-in engine still runs in
+its own process. The modules that use it were run both ways with the same results; the rest
+stay in a new process until they are.
 """
 
 from __future__ import annotations
@@ -31,7 +30,7 @@ PACKAGE = "engine_acceptance"
 
 
 def run_suite(pytester: pytest.Pytester, *args: str,
-              subprocess: bool = False) -> tuple[pytest.RunResult, dict[str, str]]:
+              in_process: bool = False) -> tuple[pytest.RunResult, dict[str, str]]:
     """Run the acceptance suite; return the result and each test's outcome by id."""
     junit = pytester.path / "junit.xml"
     arguments = (
@@ -40,11 +39,11 @@ def run_suite(pytester: pytest.Pytester, *args: str,
         "-p", "no:cacheprovider", "-p", "no:hypothesispytest", f"--alluredir={pytester.path / 'allure-results'}",
         f"--junitxml={junit}", *args,
     )
-    if subprocess:
-        result = pytester.runpytest_subprocess(*arguments)
-    else:
+    if in_process:
         _fresh_caches()
         result = pytester.runpytest_inprocess(*arguments)
+    else:
+        result = pytester.runpytest_subprocess(*arguments)
     return result, _outcomes(junit)
 
 
