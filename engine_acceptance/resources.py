@@ -48,7 +48,8 @@ def suite_path(*parts: str) -> Path:
 
 
 # libyaml's parser when PyYAML was built with it (the wheels are): every run, and every
-# self-test's subprocess, reads some forty YAML files, ten times faster this way.
+# self-test's subprocess, reads the suite's YAML files; the 25 under fixtures/ parse in 7 ms
+# this way against 76 ms with the pure-Python parser (best of 3, 2026-12-03).
 _SAFE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
