@@ -46,7 +46,7 @@ from typing import Any, ClassVar, Protocol
 import aiohttp
 from aiohttp.client_proto import ResponseHandler
 
-from engine_acceptance.wire.client import EngineTarget
+from engine_acceptance.wire.client import IDLE_CONNECTION_REUSE_S, EngineTarget
 from engine_acceptance.load.arrivals import sleep_until
 from engine_acceptance.load.metrics import (
     CellSummary,
@@ -439,7 +439,8 @@ class LoadGenerator:
 
     async def __aenter__(self) -> "LoadGenerator":
         timeouts = self.target.timeouts
-        connector = aiohttp.TCPConnector(limit=self.concurrency, limit_per_host=self.concurrency)
+        connector = aiohttp.TCPConnector(limit=self.concurrency, limit_per_host=self.concurrency,
+                                         keepalive_timeout=IDLE_CONNECTION_REUSE_S)
         if self.clock is time.monotonic and hasattr(connector, "_factory"):
             # aiohttp builds each connection's protocol with this factory (a private
             # attribute, checked for): ours stamps arrivals on the same clock.

@@ -108,6 +108,9 @@ async def _serve(config: ReferenceEngineConfig, host: str, port: int, access_log
         # A client that disconnects cancels its handler, so a non-streamed request is aborted too
         # (vLLM's with_cancellation, SGLang's is_disconnected checks).
         handler_cancellation=True,
+        # Idle connections closed after 5 s, as vLLM's and SGLang's uvicorn close them
+        # (aiohttp's own default is 75 s): the clients must not trip over it.
+        keepalive_timeout=5.0,
     )
     await runner.setup()
     stop = asyncio.Event()
