@@ -24,7 +24,7 @@ from engine_acceptance.load.settings import DEFAULT_ROUNDS, DEFAULT_SHAPES, full
 from engine_acceptance.recall.haystack import ANSWER_ROOM_TOKENS, TEMPLATE_ROOM_TOKENS, recall_budget
 
 __all__ = ["DEFAULT_MEDIA_SHAPES", "MILLION_TOKENS", "Shortfall", "million_note", "media_shortfalls",
-           "recall_shortfalls", "throughput_shortfalls"]
+           "recall_shortfalls", "throughput_shortfalls", "tool_accuracy_shortfalls"]
 
 # The context the million-token checks are named for (MiniMax-M3's, seed 000).
 MILLION_TOKENS = 1_048_576
@@ -158,6 +158,17 @@ def media_shortfalls(*, shapes: str, rounds: int, cells: Iterable[MediaCell]) ->
     found += _fewer_requests("media throughput", module, option, cells, {c.key: c for c in default},
                              param=lambda cell: cell.input.name)
     return found
+
+
+def tool_accuracy_shortfalls(*, requested: int | None, set_size: int) -> list[Shortfall]:
+    """The tool-accuracy set sent in part (``--tool-accuracy-cases``): every figure is of the sample."""
+    if requested is None or requested >= set_size:
+        return []
+    at = f"at {requested} of {set_size} cases"
+    return [Shortfall("tools", "tool_accuracy", "test_tool_accuracy.py", "cases", set_size, requested,
+                      f"--tool-accuracy-cases={requested}",
+                      f"{requested} cases picked evenly from each shape of the {set_size}-case set",
+                      at, f"tool accuracy {at}")]
 
 
 def _fewer_cells(name: str, module: str, option: str, default_shapes: str, default: list[Any],

@@ -28,7 +28,8 @@ from engine_acceptance.profiles.profile import (
 from engine_acceptance.profiles.capabilities import stated_not_served
 from engine_acceptance.pytest_plugin.options import AcceptanceOptions
 from engine_acceptance.session import AcceptanceSession, ReferenceTarget
-from engine_acceptance.shortfalls import Shortfall, media_shortfalls, recall_shortfalls, throughput_shortfalls
+from engine_acceptance.shortfalls import (Shortfall, media_shortfalls, recall_shortfalls, throughput_shortfalls,
+                                          tool_accuracy_shortfalls)
 from engine_acceptance.wire.client import ClientTimeouts, EngineTarget
 from engine_acceptance.wire.discovery import Discovery, discover
 from engine_acceptance.wire.readiness import EngineInfo, detect_engine, wait_until_ready
@@ -184,4 +185,8 @@ def shortfalls_of(options: AcceptanceOptions, session: AcceptanceSession) -> lis
     found += throughput_shortfalls(shapes=throughput.shapes_spec, rounds=throughput.rounds, cells=throughput.cells,
                                    threshold_cells=threshold_cells)
     found += media_shortfalls(shapes=options.media.spec, rounds=throughput.rounds, cells=options.media.cells)
+    if options.tool_accuracy_cases is not None:
+        from engine_acceptance.tool_accuracy.dataset import load_cases
+
+        found += tool_accuracy_shortfalls(requested=options.tool_accuracy_cases, set_size=len(load_cases()))
     return found

@@ -91,6 +91,17 @@ def known_defect(raw: str) -> str:
     return raw
 
 
+def case_count(raw: str) -> int:
+    """N, the tool-accuracy cases to send: a whole number, at least 1."""
+    try:
+        count = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a whole number of cases") from None
+    if count < 1:
+        raise argparse.ArgumentTypeError(f"{raw!r}: a sample needs at least 1 case")
+    return count
+
+
 def trial_count(raw: str) -> int:
     """K, the samples of each model-behaviour check: a whole number, at least 1."""
     try:
@@ -216,6 +227,9 @@ def add_options(parser: pytest.Parser) -> None:
              "--record-tool-baseline (default: the trigger check skips, saying so)")
     add("--record-tool-baseline", default=None, metavar="FILE",
         help="Record this deployment's tool-accuracy run as a baseline for others (run it on the trusted one)")
+    add("--tool-accuracy-cases", type=case_count, default=None, metavar="N",
+        help="Send N cases of the tool-accuracy set, picked evenly from each of its shapes, instead of all of "
+             "them; said in the verdict as a shortfall (default: the whole set)")
     add("--trials", type=trial_count, default=None, metavar="K",
         help="Samples of every model-behaviour check, sent together and judged by the check's rule; overrides "
              "the model profile's trials (default: the profile's, else "
@@ -295,6 +309,8 @@ class AcceptanceOptions:
     soak: SoakSettings | None
     tool_baseline: Path | None = None
     record_tool_baseline: Path | None = None
+    # --tool-accuracy-cases: send this many cases of the set; None sends all of them.
+    tool_accuracy_cases: int | None = None
     # --trials: K for every model-behaviour check; None: the model profile's trials, else the defaults.
     trials: int | None = None
     # The open-loop load and SLO options (pytest -m slo); merged with the model profile's slo.
@@ -361,6 +377,7 @@ class AcceptanceOptions:
             soak=soak_settings_from_options(minutes=opt.soak_minutes, rate=opt.soak_rate, workers=opt.soak_workers,
                                             image_share=opt.soak_image_share),
             **_tool_baseline_paths(config),
+            tool_accuracy_cases=opt.tool_accuracy_cases,
             trials=opt.trials,
             open_loop=open_loop_settings_from_options(
                 request_rate=opt.request_rate, burstiness=opt.burstiness, load_seed=opt.load_seed, slo=opt.slo,
@@ -386,6 +403,9 @@ def _tool_baseline_paths(config: pytest.Config) -> dict[str, Path | None]:
                          "baseline it overwrites")
     if record is not None and record.is_dir():
         raise UsageError(f"--record-tool-baseline: {record} is a folder; name the baseline file")
+    if record is not None and config.option.tool_accuracy_cases is not None:
+        raise UsageError(f"--record-tool-baseline with --tool-accuracy-cases={config.option.tool_accuracy_cases}: a "
+                         "baseline is recorded from the whole set, so that any sample compares with it case by case")
     return {"tool_baseline": use, "record_tool_baseline": record}
 
 

@@ -29,7 +29,7 @@ import jsonschema
 from engine_acceptance.errors import UsageError
 from engine_acceptance.resources import suite_path
 
-__all__ = ["CASES_FILE", "SHAPES", "ToolCase", "ToolSetError", "load_cases"]
+__all__ = ["CASES_FILE", "SHAPES", "ToolCase", "ToolSetError", "load_cases", "sample_cases"]
 
 CASES_FILE = suite_path("fixtures", "tool_accuracy", "cases.jsonl")
 
@@ -122,3 +122,29 @@ def load_cases(path: Path = CASES_FILE) -> list[ToolCase]:
     if not cases:
         raise ToolSetError(f"{path}: the tool-accuracy set is empty")
     return cases
+
+
+def sample_cases(cases: list[ToolCase], count: int | None) -> list[ToolCase]:
+    """``count`` cases picked evenly from every shape, in the set's order; all of them for None.
+
+    Each shape gets its share of ``count`` (largest remainders first, at least one each while
+    there are enough), and within a shape the cases are spread over its whole length, so a
+    sample keeps every family a parser can break on and is the same on every run: a sample's
+    triggers compare case by case with a baseline of the whole set.
+    """
+    if count is None or count >= len(cases):
+        return list(cases)
+    by_shape: dict[str, list[ToolCase]] = {}
+    for case in cases:
+        by_shape.setdefault(case.shape, []).append(case)
+    exact = {shape: count * len(members) / len(cases) for shape, members in by_shape.items()}
+    share = {shape: int(value) for shape, value in exact.items()}
+    for shape in sorted(exact, key=lambda s: exact[s] - share[s], reverse=True)[:count - sum(share.values())]:
+        share[shape] += 1
+    # A shape left without a case takes one from the largest share, while the count allows.
+    for shape in [s for s in by_shape if share[s] == 0][:max(0, count - len(by_shape))]:
+        share[max(share, key=share.get)] -= 1
+        share[shape] = 1
+    picked = {case.id for shape, members in by_shape.items()
+              for case in (members[int((i + 0.5) * len(members) / share[shape])] for i in range(share[shape]))}
+    return [case for case in cases if case.id in picked]

@@ -118,6 +118,29 @@ def test_calls_where_none_is_needed_are_caught_against_the_clean_baseline(pytest
     assert "not that they are accurate" in result.stdout.str()
 
 
+def test_a_sample_of_the_set_is_gated_case_by_case_on_the_whole_sets_baseline_and_says_so(
+        pytester: pytest.Pytester, clean_baseline: Path) -> None:
+    # CI's way (--tool-accuracy-cases): 40 cases, 3 or 4 of each shape, the no-call ones among them.
+    result, outcomes = run_suite(pytester, "-m", "tool_accuracy", f"--tool-baseline={clean_baseline}",
+                                 "--inject=auto-tool-choice-as-required", "--tool-accuracy-cases=40")
+    assert TRIGGER in failed(outcomes), outcomes
+    gate = json.loads((pytester.path / "gate.json").read_text(encoding="utf-8"))
+    trigger = gate["figures"][f"tests/{TRIGGER}"]["tool_trigger_vs_baseline"]
+    # Every reply of the sample compared with the baseline's own reply to that case: 80 of them.
+    assert sum(trigger[key] for key in ("both_called", "only_candidate_called", "only_reference_called",
+                                        "neither_called")) == 80, trigger
+    assert trigger["only_candidate_called"] > 0 and trigger["only_reference_called"] == 0, trigger
+    shortfall, = gate["shortfalls"]
+    assert (shortfall["check"], shortfall["declared"], shortfall["ran"]) == ("tool_accuracy", 319, 40), shortfall
+    output = result.stdout.str()
+    assert "SHORTFALL (tools): tool accuracy at 40 of 319 cases [--tool-accuracy-cases=40:" in output
+    assert "40 cases of the set's 319 (--tool-accuracy-cases)" in output
+    # A baseline is of the whole set, so that any sample compares with it.
+    result, _ = run_suite(pytester, "-m", "tool_accuracy", "--tool-accuracy-cases=40",
+                          f"--record-tool-baseline={pytester.path / 'sampled.json'}")
+    assert result.ret == 4 and "a baseline is recorded from the whole set" in result.stderr.str() + result.stdout.str()
+
+
 def test_a_baseline_of_other_settings_or_none_at_all_is_refused(pytester: pytest.Pytester,
                                                                  clean_baseline: Path) -> None:
     result, _ = run_suite(pytester, "-m", "tool_accuracy", f"--tool-baseline={pytester.path / 'missing.json'}")

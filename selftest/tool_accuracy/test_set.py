@@ -33,7 +33,7 @@ from engine_acceptance.proportions import Proportion
 from engine_acceptance.reference_engine import start_reference_engine
 from engine_acceptance.reference_engine.defects import INTERMITTENT_TOOL_CALL_PERIOD
 from engine_acceptance.tool_accuracy import build_set
-from engine_acceptance.tool_accuracy.dataset import CASES_FILE, SHAPES, ToolCase, load_cases
+from engine_acceptance.tool_accuracy.dataset import CASES_FILE, SHAPES, ToolCase, load_cases, sample_cases
 from engine_acceptance.wire.client import EngineTarget, Exchange, RawStreamingClient
 
 CASES = load_cases()
@@ -258,3 +258,22 @@ def test_the_intermittent_defect_breaks_every_33rd_call_about_3_percent(
     assert broken.lower <= 1 / INTERMITTENT_TOOL_CALL_PERIOD <= broken.upper, str(broken)
     # Calls still happen when they should, and the finish reason still says so: only the arguments break.
     assert all((a.finish_reason == "tool_calls") == bool(a.calls) for a in answers)
+
+
+@pytest.mark.parametrize("count", [1, 13, 40, 100, 318])
+def test_a_sample_is_even_over_the_shapes_and_the_same_every_time(count: int) -> None:
+    cases = load_cases()
+    sample = sample_cases(cases, count)
+    assert len(sample) == count and sample == sample_cases(cases, count)
+    assert [c.id for c in sample] == [c.id for c in cases if c in sample], "the set's order is kept"
+    per_shape = Counter(c.shape for c in sample)
+    if count >= len(SHAPES):
+        assert set(per_shape) == set(SHAPES), per_shape
+        whole = Counter(c.shape for c in cases)
+        # Each shape's share within one case of its proportional share.
+        assert all(abs(per_shape[s] - count * whole[s] / len(cases)) < 1.5 for s in SHAPES), per_shape
+
+
+def test_no_count_or_one_past_the_set_sends_the_whole_set() -> None:
+    cases = load_cases()
+    assert sample_cases(cases, None) == cases == sample_cases(cases, len(cases) + 1)
