@@ -11,6 +11,13 @@ from pathlib import Path
 
 import pytest
 
+# Loaded here, in every worker before any self-test, so that it is never loaded twice: pytester
+# removes the modules a test imported when the test ends, and httpx imports httpcore lazily and
+# keeps a map of httpcore's exception classes from its first import. A second import of httpcore
+# (the next in-process suite run, or a self-test driving the client) would make a dropped
+# connection escape the client as an unmapped httpcore error instead of its ``connection`` failure.
+import httpcore2  # noqa: F401  (openai's transport: httpx2's httpcore)
+
 # The end-to-end self-tests start some two hundred Python processes (pytest runs, reference
 # engines), each importing the suite. With PYTHONDONTWRITEBYTECODE set (this machine sets it)
 # every one of them compiled and assertion-rewrote the same 250 modules again: a few seconds

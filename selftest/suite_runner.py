@@ -4,15 +4,16 @@ Every capability's self-tests use it the same way: start the suite against the
 built-in reference engine (optionally with ``--inject DEFECT``) and compare the
 set of failed test ids with the checks that exist for that defect.
 
-A run is a new process, as a user runs the suite (``pytester.runpytest_subprocess``).
-``in_process=True`` runs it in this worker's Python instead (``pytester.runpytest_inprocess``):
-the suite's own pytest session, plugin, options, engine start, verdict and exit code, without a
-Python start and the import of the suite (openai, allure, the plugin: about three seconds on
-two cores, most of a short run's time; issue 27). What a new process would have and this one
-must not keep, the run resets: the suite's caches (``_fresh_caches``) and the modules it
-imported (pytester restores ``sys.modules`` after each run); the built-in engine still runs in
-its own process. The modules that use it were run both ways with the same results; the rest
-stay in a new process until they are.
+A run is in this worker's Python (``pytester.runpytest_inprocess``): the suite's own pytest
+session, plugin, options, engine start, verdict and exit code, without a Python start and the
+import of the suite (openai, allure, the plugin: about three seconds on two cores, most of a
+short run's time; issue 27). What a new process would have and this one must not keep, the run
+resets: the suite's caches and the engines it saw die (``_fresh_caches``), and the modules it
+imported (pytester restores ``sys.modules`` after each run; ``selftest/conftest.py`` loads the
+one library that must not be loaded twice). The built-in engine still runs in its own process.
+``in_process=False`` runs it as a user does, in a new process: the whole-suite run that proves
+the parallel run, the API key and the report does, and so do the interrupt and soak
+self-tests, which signal the suite's process group (their own ``subprocess``).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ PACKAGE = "engine_acceptance"
 
 
 def run_suite(pytester: pytest.Pytester, *args: str,
-              in_process: bool = False) -> tuple[pytest.RunResult, dict[str, str]]:
+              in_process: bool = True) -> tuple[pytest.RunResult, dict[str, str]]:
     """Run the acceptance suite; return the result and each test's outcome by id."""
     junit = pytester.path / "junit.xml"
     arguments = (
@@ -53,6 +54,10 @@ def _fresh_caches() -> None:
     A self-test may rewrite a profile, a record file or a baseline between two runs at the
     same path; a cache filled by the first run must not answer the second.
     """
+    # An engine a run saw die is remembered by URL (wire/health.py); a new process knows none.
+    from engine_acceptance.wire import health
+
+    health.forget()
     for name, module in list(sys.modules.items()):
         if name == PACKAGE or name.startswith(f"{PACKAGE}.") or name.startswith("fixtures."):
             for value in list(vars(module).values()):

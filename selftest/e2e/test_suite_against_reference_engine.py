@@ -41,13 +41,13 @@ USAGE = {
 )
 def test_injected_defect_fails_only_its_checks(pytester: pytest.Pytester, defect: str,
                                                expected_failures: set[str]) -> None:
-    result, outcomes = run_suite(pytester, "-m", TEXT_AND_STREAMING, "--inject", defect, in_process=True)
+    result, outcomes = run_suite(pytester, "-m", TEXT_AND_STREAMING, "--inject", defect)
     assert failed(outcomes) == expected_failures, result.stdout.str()[-3000:]
     assert result.ret == 1
 
 
 def test_empty_content_fails_the_content_checks(pytester: pytest.Pytester) -> None:
-    result, outcomes = run_suite(pytester, "-m", TEXT_AND_STREAMING, "--inject", "empty-content", in_process=True)
+    result, outcomes = run_suite(pytester, "-m", TEXT_AND_STREAMING, "--inject", "empty-content")
     assert {
         "test_text.py::test_reply_has_content_and_a_valid_finish_reason[non-streamed]",
         "test_text.py::test_reply_has_content_and_a_valid_finish_reason[streamed]",
@@ -55,7 +55,7 @@ def test_empty_content_fails_the_content_checks(pytester: pytest.Pytester) -> No
 
 
 def test_reasoning_leak_failure_names_the_markers(pytester: pytest.Pytester) -> None:
-    result, _ = run_suite(pytester, "--inject", "reasoning-leak", "-k", "markers", in_process=True)
+    result, _ = run_suite(pytester, "--inject", "reasoning-leak", "-k", "markers")
     result.stdout.fnmatch_lines(["*reasoning markers*<think>*in content*"])
 
 
@@ -73,7 +73,7 @@ def test_clean_parallel_run_with_an_api_key_passes_every_check_writes_the_report
     # complete, and the key reaches the engine from every worker yet never the report. The whole
     # suite also runs serially below (the SGLang convention) and in CI's first stage.
     secret = "sk-selftest-4f8a2c9e1b"
-    result, outcomes = run_suite(pytester, "-n", "2", "--api-key", secret)
+    result, outcomes = run_suite(pytester, "-n", "2", "--api-key", secret, in_process=False)
     assert result.ret == 0 and outcomes and not failed(outcomes), result.stdout.str()[-3000:]
     assert "passed" in outcomes.values()
     result.stdout.fnmatch_lines(["*TARGET: THE BUILT-IN REFERENCE ENGINE, NOT A REAL DEPLOYMENT*"])
@@ -117,6 +117,6 @@ def test_unreachable_engine_stops_the_run_at_once_with_one_message(pytester: pyt
 )
 def test_bad_option_is_a_usage_error_naming_option_and_value(pytester: pytest.Pytester, args: list[str],
                                                              message: str) -> None:
-    result, _ = run_suite(pytester, *args, in_process=True)
+    result, _ = run_suite(pytester, *args)
     assert result.ret == 4
     assert message in result.stderr.str() + result.stdout.str()
