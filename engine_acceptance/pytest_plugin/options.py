@@ -91,26 +91,24 @@ def known_defect(raw: str) -> str:
     return raw
 
 
-def case_count(raw: str) -> int:
-    """N, the tool-accuracy cases to send: a whole number, at least 1."""
+def _whole_number_at_least_one(raw: str, unit: str, what: str) -> int:
     try:
         count = int(raw)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{raw!r} is not a whole number of cases") from None
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a whole number of {unit}") from None
     if count < 1:
-        raise argparse.ArgumentTypeError(f"{raw!r}: a sample needs at least 1 case")
+        raise argparse.ArgumentTypeError(f"{raw!r}: {what} needs at least 1 {unit[:-1]}")
     return count
+
+
+def case_count(raw: str) -> int:
+    """N, the tool-accuracy cases to send: a whole number, at least 1."""
+    return _whole_number_at_least_one(raw, "cases", "a sample")
 
 
 def trial_count(raw: str) -> int:
     """K, the samples of each model-behaviour check: a whole number, at least 1."""
-    try:
-        count = int(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{raw!r} is not a whole number of samples") from None
-    if count < 1:
-        raise argparse.ArgumentTypeError(f"{raw!r}: a check needs at least 1 sample")
-    return count
+    return _whole_number_at_least_one(raw, "samples", "a check")
 
 
 def load_processes(raw: str) -> int | None:

@@ -27,6 +27,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 from allure_results import read_results
+from bare_server import serving
 from suite_runner import REPO, failed, run_suite
 
 from engine_acceptance.wire import health as engine_health
@@ -264,17 +265,10 @@ def test_sdk_reading_of_a_huge_error_body_is_capped_too() -> None:
     async def scenario() -> object:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", huge_error)
-        runner = web.AppRunner(app)
-        await runner.setup()
-        site = web.TCPSite(runner, "127.0.0.1", 0)
-        await site.start()
-        port = runner.addresses[0][1]
-        try:
-            target = EngineTarget(f"http://127.0.0.1:{port}", "m", timeouts=ClientTimeouts(5, 30, 120))
+        async with serving(app) as url:
+            target = EngineTarget(url, "m", timeouts=ClientTimeouts(5, 30, 120))
             async with SdkChatClient(target) as client:
                 return await client.chat({"messages": [{"role": "user", "content": "hi"}]}, stream=False)
-        finally:
-            await runner.cleanup()
 
     exchange = asyncio.run(scenario())
     assert exchange.status == 500 and exchange.error_kind == "protocol"

@@ -24,6 +24,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 from allure_results import read_results
+from bare_server import serving
 from suite_runner import failed, run_suite
 
 from engine_acceptance.wire import health as engine_health
@@ -150,14 +151,8 @@ async def _late_first_event_server(first_event_after_s: float | None) -> AsyncIt
 
     app = web.Application()
     app.router.add_post("/v1/chat/completions", chat)
-    runner = web.AppRunner(app)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    finally:
-        await runner.cleanup()
+    async with serving(app) as url:
+        yield url
 
 
 @CLIENTS

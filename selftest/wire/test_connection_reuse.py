@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from aiohttp import web
+from bare_server import serving
 
 from engine_acceptance.wire.client import IDLE_CONNECTION_REUSE_S, EngineTarget, RawStreamingClient, SdkChatClient
 
@@ -33,14 +34,8 @@ async def _port_recording_server(ports: list[int]) -> AsyncIterator[str]:
     app = web.Application()
     app.router.add_post("/v1/chat/completions", chat)
     # The server keeps idle connections far longer than the client: only the client decides.
-    runner = web.AppRunner(app, keepalive_timeout=60.0)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    try:
-        yield f"http://127.0.0.1:{runner.addresses[0][1]}"
-    finally:
-        await runner.cleanup()
+    async with serving(app, keepalive_timeout=60.0) as url:
+        yield url
 
 
 async def _sdk_pair(target: EngineTarget, pause_s: float) -> None:
