@@ -186,7 +186,7 @@ def shortfalls_of(options: AcceptanceOptions, session: AcceptanceSession) -> lis
                                    threshold_cells=threshold_cells)
     found += media_shortfalls(shapes=options.media.spec, rounds=throughput.rounds, cells=options.media.cells)
     if options.tool_accuracy_cases is not None:
-        from engine_acceptance.tool_accuracy.dataset import load_cases
+        from engine_acceptance.tool_accuracy.dataset import case_count
 
-        found += tool_accuracy_shortfalls(requested=options.tool_accuracy_cases, set_size=len(load_cases()))
+        found += tool_accuracy_shortfalls(requested=options.tool_accuracy_cases, set_size=case_count())
     return found

@@ -29,7 +29,7 @@ import jsonschema
 from engine_acceptance.errors import UsageError
 from engine_acceptance.resources import suite_path
 
-__all__ = ["CASES_FILE", "SHAPES", "ToolCase", "ToolSetError", "load_cases", "sample_cases"]
+__all__ = ["CASES_FILE", "SHAPES", "ToolCase", "ToolSetError", "case_count", "load_cases", "sample_cases"]
 
 CASES_FILE = suite_path("fixtures", "tool_accuracy", "cases.jsonl")
 
@@ -124,6 +124,18 @@ def load_cases(path: Path = CASES_FILE) -> list[ToolCase]:
     return cases
 
 
+def case_count(path: Path = CASES_FILE) -> int:
+    """How many cases the set holds (one a non-blank line, as :func:`load_cases` reads it), unchecked.
+
+    For the verdict's shortfall, known before any check runs: checking every case's schemas
+    takes seconds, and the run that sends the cases checks them anyway.
+    """
+    try:
+        return sum(1 for line in path.read_text(encoding="utf-8").splitlines() if line.strip())
+    except OSError as exc:
+        raise ToolSetError(f"cannot read the tool-accuracy set {path}: {exc.strerror}") from exc
+
+
 def sample_cases(cases: list[ToolCase], count: int | None) -> list[ToolCase]:
     """``count`` cases picked evenly from every shape, in the set's order; all of them for None.
 
@@ -141,10 +153,11 @@ def sample_cases(cases: list[ToolCase], count: int | None) -> list[ToolCase]:
     share = {shape: int(value) for shape, value in exact.items()}
     for shape in sorted(exact, key=lambda s: exact[s] - share[s], reverse=True)[:count - sum(share.values())]:
         share[shape] += 1
-    # A shape left without a case takes one from the largest share, while the count allows.
-    for shape in [s for s in by_shape if share[s] == 0][:max(0, count - len(by_shape))]:
-        share[max(share, key=share.get)] -= 1
-        share[shape] = 1
+    # With a case for every shape to spare, a shape left without one takes it from the largest share.
+    if count >= len(by_shape):
+        for shape in [s for s in by_shape if share[s] == 0]:
+            share[max(share, key=share.get)] -= 1
+            share[shape] = 1
     picked = {case.id for shape, members in by_shape.items()
               for case in (members[int((i + 0.5) * len(members) / share[shape])] for i in range(share[shape]))}
     return [case for case in cases if case.id in picked]

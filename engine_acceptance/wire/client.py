@@ -263,6 +263,8 @@ class SdkChatClient:
         # (generated whole, minutes for a long one) included: it is left at the total, and
         # the client's own idle timer (_silence) bounds only the silences that mean a fault.
         timeout = httpx.Timeout(timeouts.total, connect=timeouts.connect)
+        # The SDK's own pool sizes; only the reuse of idle connections is shortened.
+        sdk_limits = openai.DEFAULT_CONNECTION_LIMITS
         self._client = openai.AsyncOpenAI(
             base_url=target.v1_url,
             # The SDK insists on a key; an engine without auth ignores it.
@@ -272,7 +274,8 @@ class SdkChatClient:
             # The SDK's own HTTP client, plus a cap on every body it reads.
             http_client=openai.DefaultAsyncHttpxClient(
                 timeout=timeout, event_hooks={"response": [_cap_response_body]},
-                limits=httpx.Limits(max_connections=1000, max_keepalive_connections=100,
+                limits=httpx.Limits(max_connections=sdk_limits.max_connections,
+                                    max_keepalive_connections=sdk_limits.max_keepalive_connections,
                                     keepalive_expiry=IDLE_CONNECTION_REUSE_S)),
         )
 

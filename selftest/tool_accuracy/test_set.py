@@ -33,7 +33,7 @@ from engine_acceptance.proportions import Proportion
 from engine_acceptance.reference_engine import start_reference_engine
 from engine_acceptance.reference_engine.defects import INTERMITTENT_TOOL_CALL_PERIOD
 from engine_acceptance.tool_accuracy import build_set
-from engine_acceptance.tool_accuracy.dataset import CASES_FILE, SHAPES, ToolCase, load_cases, sample_cases
+from engine_acceptance.tool_accuracy.dataset import CASES_FILE, SHAPES, ToolCase, case_count, load_cases, sample_cases
 from engine_acceptance.wire.client import EngineTarget, Exchange, RawStreamingClient
 
 CASES = load_cases()
@@ -262,7 +262,7 @@ def test_the_intermittent_defect_breaks_every_33rd_call_about_3_percent(
 
 @pytest.mark.parametrize("count", [1, 13, 40, 100, 318])
 def test_a_sample_is_even_over_the_shapes_and_the_same_every_time(count: int) -> None:
-    cases = load_cases()
+    cases = CASES
     sample = sample_cases(cases, count)
     assert len(sample) == count and sample == sample_cases(cases, count)
     assert [c.id for c in sample] == [c.id for c in cases if c in sample], "the set's order is kept"
@@ -275,5 +275,4 @@ def test_a_sample_is_even_over_the_shapes_and_the_same_every_time(count: int) ->
 
 
 def test_no_count_or_one_past_the_set_sends_the_whole_set() -> None:
-    cases = load_cases()
-    assert sample_cases(cases, None) == cases == sample_cases(cases, len(cases) + 1)
+    assert sample_cases(CASES, None) == CASES == sample_cases(CASES, len(CASES) + 1) and case_count() == len(CASES)
