@@ -5,10 +5,13 @@ one more adds ``PER_INFLIGHT_MS`` to every token. With evenly spaced arrivals
 (burstiness inf) at rate R and replies of n tokens, Little's law gives the requests
 in flight: R x D, D = TTFT + (n - 1) x TPOT (0.2 s here). Below ``KNEE / D`` (20
 req/s) no request ever shares the engine with more than ``KNEE`` - 1 others, so TPOT
-stays 10 ms and every request meets ``tpot <= 12.5 ms``. Above it, each request past
-the knee slows every token; since R x (n - 1) x PER_INFLIGHT_MS > 1 there, each extra
+stays 10 ms and every request meets ``tpot <= 20 ms``. Above it, one request past the
+knee makes every token 30 ms; since R x (n - 1) x PER_INFLIGHT_MS > 1 there, each extra
 request in flight brings more than one more, the queue runs away and attainment falls
-far below the target. So the knee is ``KNEE / D`` in closed form, and the search
+far below the target. The SLO sits halfway between the two (twice the unloaded TPOT)
+and the target allows one late request in 24, because on the shared CI cores a stall of
+a few tens of milliseconds once pushed a single request of a 12 req/s step past a
+tighter 12.5 ms (23/24 against 99%): noise of the machine, not of the latency model. So the knee is ``KNEE / D`` in closed form, and the search
 (doubling from 3 req/s, then bisecting to 10%) must bracket it within one step.
 
 Pass/fail rests on the engine's latency model, not on a wall-clock figure of this
@@ -31,9 +34,9 @@ from engine_acceptance.reference_engine.config import LatencyModel
 from engine_acceptance.reference_engine.launcher import RunningReferenceEngine, start_reference_engine
 from engine_acceptance.wire.client import EngineTarget
 
-TTFT_MS, TPOT_MS, KNEE, PER_INFLIGHT_MS = 50.0, 10.0, 4, 5.0
+TTFT_MS, TPOT_MS, KNEE, PER_INFLIGHT_MS = 50.0, 10.0, 4, 20.0
 INPUT_TOKENS, OUTPUT_TOKENS = 64, 16
-SLO = {"tpot": 12.5}
+SLO = {"tpot": 20.0}
 DURATION_S = (TTFT_MS + (OUTPUT_TOKENS - 1) * TPOT_MS) / 1000.0
 KNEE_RATE = KNEE / DURATION_S
 RESOLUTION = 0.1
@@ -67,7 +70,7 @@ async def find_knee(url: str) -> SearchResult:
         return Step(rate, outcome.attainment.rate, outcome.attainment.total, outcome.late_sends,
                     outcome.max_in_flight)
 
-    return await search_highest_rate(run, SearchPolicy(start=3.0, target=0.99, resolution=RESOLUTION,
+    return await search_highest_rate(run, SearchPolicy(start=3.0, target=0.95, resolution=RESOLUTION,
                                                        max_steps=10))
 
 
