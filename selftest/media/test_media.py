@@ -33,14 +33,8 @@ from engine_acceptance.media.messages import (
 from engine_acceptance.wire.reassembly import reply_from_body
 from engine_acceptance.wire.redaction import Redactor
 from engine_acceptance.reference_engine.defects import DefectHooks
-from engine_acceptance.reference_engine.vision import (
-    ImageFacts,
-    UndecodableMedia,
-    VideoFacts,
-    perceive_image,
-    perceive_part,
-    perceive_video,
-)
+from engine_acceptance.reference_engine.pixels import perceive_image, perceive_video
+from engine_acceptance.reference_engine.vision import ImageFacts, UndecodableMedia, VideoFacts, perceive_part
 
 # The whole set is about 31 KB; this bound keeps it "kilobytes, not megabytes".
 MAX_TOTAL_BYTES = 64 * 1024
