@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from shared_files import made_once_per_run, run_folder
 
 # Loaded here, in every worker before any self-test, so that it is never loaded twice: pytester
 # removes the modules a test imported when the test ends, and httpx imports httpcore lazily and
@@ -29,16 +30,15 @@ sys.dont_write_bytecode = False
 @pytest.fixture(scope="module")
 def tokenizer_json(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The reference engine's tokenizer.json, exported the way a user would."""
-    path = tmp_path_factory.mktemp("tokenizer") / "tokenizer.json"
-    subprocess.run([sys.executable, "-m", "engine_acceptance.reference_engine", "--export-tokenizer", str(path)],
-                   check=True, timeout=60)
-    return path
+    def export(path: Path) -> None:
+        subprocess.run([sys.executable, "-m", "engine_acceptance.reference_engine", "--export-tokenizer", str(path)],
+                       check=True, timeout=60)
+
+    return made_once_per_run(tmp_path_factory, "tokenizer.json", export)
 
 
 def _cpu_lock_path(factory: pytest.TempPathFactory) -> Path:
-    # Under xdist each worker's base folder is popen-gwN inside the run's folder: its parent is shared.
-    base = factory.getbasetemp()
-    return (base.parent if base.name.startswith("popen-gw") else base) / "cpu.lock"
+    return run_folder(factory) / "cpu.lock"
 
 
 @pytest.fixture(autouse=True)

@@ -46,15 +46,18 @@ def _ratio(rows: list[dict[str, str]], metric: str, row: str) -> float:
 
 @pytest.mark.e2e
 def test_engines_2x_apart_show_the_2x_ratio_and_identical_functional_results(tmp_path: Path) -> None:
+    # One sample per model-behaviour check (--trials=1): at these latencies the text checks' trials
+    # were half the test's 100 s, and what is compared here is each check's outcome, not a rate.
     done = _compare(tmp_path, "--reference", FAST, "--reference", SLOW, "--select", "text or throughput",
-                    "--", "--throughput-shapes", "128/32@2x4", "--media-shapes", "image-512@1x2")
+                    "--", "--throughput-shapes", "128/32@2x4", "--media-shapes", "image-512@1x2", "--trials=1")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     rows = _csv(tmp_path)
     # Known answer: the slow engine takes twice as long for everything.
     assert _ratio(rows, "output_tok_s", "128/32@2") == pytest.approx(0.5, rel=0.05)
-    # P95 of a few requests is nearly their slowest: one 10-20 ms stall of the fast engine's first
-    # token on these shared two cores moves its ratio by a tenth (1.84 in a run that failed at 5%).
-    assert _ratio(rows, "p95_ttft_ms", "128/32@2") == pytest.approx(2.0, rel=0.10)
+    # P95 of a few requests is nearly their slowest: one stall of the fast engine's first token on
+    # these shared two cores moves its ratio (1.84 in a CI run, 1.78 beside a real engine), so the
+    # ratio is held to 2 +-20%, which still tells 2x from 1x or from the engines swapped.
+    assert _ratio(rows, "p95_ttft_ms", "128/32@2") == pytest.approx(2.0, rel=0.20)
     assert _ratio(rows, "p95_tpot_ms", "128/32@2") == pytest.approx(2.0, rel=0.05)
     markdown = (tmp_path / "out" / "comparison.md").read_text(encoding="utf-8")
     functional = [r for r in rows if r["metric"] == "checks"]

@@ -17,7 +17,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from suite_runner import REPO, failed, run_suite
+from suite_runner import REPO, SMALLER_MEASUREMENTS, failed, run_suite
 
 from engine_acceptance.reference_engine.config import LatencyModel
 from engine_acceptance.reference_engine.launcher import RunningReferenceEngine, start_reference_engine
@@ -66,7 +66,8 @@ def test_early_eos_fails_the_check_because_the_output_length_is_not_honored(pyte
 
 def test_early_eos_fails_the_default_run_through_the_throughput_check_alone(pytester: pytest.Pytester) -> None:
     # The default command runs the measurements too: the defect fails that run, and no functional check.
-    result, outcomes = run_suite(pytester, "--inject", "early-eos", "-m", "not (recall or recall_1m)")
+    result, outcomes = run_suite(pytester, "--inject", "early-eos", "-m", "not (recall or recall_1m)",
+                                 *SMALLER_MEASUREMENTS)
     assert failed(outcomes) == {f"{CHECK}[in128-out128]"}, result.stdout.str()[-3000:]
     assert result.ret == 1
 

@@ -13,7 +13,7 @@ import re
 import time
 
 import pytest
-from suite_runner import failed, run_suite
+from suite_runner import SMALLER_MEASUREMENTS, failed, run_suite
 
 pytestmark = pytest.mark.e2e
 
@@ -60,7 +60,7 @@ def test_reasoning_leak_failure_names_the_markers(pytester: pytest.Pytester) -> 
 
 
 def test_sglang_convention_passes_with_reasoning_content(pytester: pytest.Pytester) -> None:
-    result, outcomes = run_suite(pytester, "--convention", "sglang")
+    result, outcomes = run_suite(pytester, "--convention", "sglang", *SMALLER_MEASUREMENTS)
     assert result.ret == 0 and not failed(outcomes), result.stdout.str()[-3000:]
     environment = (pytester.path / "allure-results" / "environment.properties").read_text()
     assert "engine.kind = sglang" in environment
@@ -71,9 +71,10 @@ def test_clean_parallel_run_with_an_api_key_passes_every_check_writes_the_report
     # One whole-suite run, as a user runs it (a new process, two xdist workers, an API key) proves
     # it all, each whole run costing a minute of the self-tests: every check passes, the report is
     # complete, and the key reaches the engine from every worker yet never the report. The whole
-    # suite also runs serially below (the SGLang convention) and in CI's first stage.
+    # suite also runs serially below (the SGLang convention), both with every measurement smaller
+    # (SMALLER_MEASUREMENTS), and at its full size in CI's first stage.
     secret = "sk-selftest-4f8a2c9e1b"
-    result, outcomes = run_suite(pytester, "-n", "2", "--api-key", secret, in_process=False)
+    result, outcomes = run_suite(pytester, "-n", "2", "--api-key", secret, *SMALLER_MEASUREMENTS, in_process=False)
     assert result.ret == 0 and outcomes and not failed(outcomes), result.stdout.str()[-3000:]
     assert "passed" in outcomes.values()
     result.stdout.fnmatch_lines(["*TARGET: THE BUILT-IN REFERENCE ENGINE, NOT A REAL DEPLOYMENT*"])
