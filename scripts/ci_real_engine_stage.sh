@@ -30,6 +30,12 @@
 #   tokenizer.json for both engines, so both get the same prompt text: below llama.cpp's
 #   8,192-token context (scripts/llama_engine.sh says why), and every one of its 11 prompts
 #   is prefilled on two CPU cores.
+# - vLLM's functional checks on four xdist workers, llama.cpp's on one: the same requests, as many
+#   in flight as each engine serves best. vLLM's CPU build batches its decoding (about 65 ms a token
+#   alone, 68 ms with four in flight): the text, sampling and tools checks took 139 s with four
+#   workers, 218 s with two. llama.cpp's server answers one request at a time and slows down with
+#   more waiting (its 128/128@4 cell: 82 ms a token against 37 ms alone): 139 s with one, 173 s
+#   with two (both 2026-12-03, --trials=1).
 # The full command, run by hand on the same two engines, is in the README with its last result.
 #
 # The tool-accuracy set runs on vLLM alone, after the comparison, gated on the baseline recorded
@@ -69,9 +75,9 @@ llama_url=$(scripts/llama_engine.sh url)
 stage "the README's one command on each engine, same request set, then side by side"
 started=$(date +%s)
 set +e
-"$python_bin" -m engine_acceptance.compare --out "$out/compare" --phase acceptance --workers 2 \
-    --engine "vllm-cpu=$vllm_url,model=$vllm_model,api-key-env=ENGINE_API_KEY" \
-    --engine "llamacpp=$llama_url,model=gemma-3-270m,api-key-env=ENGINE_API_KEY" \
+"$python_bin" -m engine_acceptance.compare --out "$out/compare" --phase acceptance \
+    --engine "vllm-cpu=$vllm_url,model=$vllm_model,api-key-env=ENGINE_API_KEY,workers=4" \
+    --engine "llamacpp=$llama_url,model=gemma-3-270m,api-key-env=ENGINE_API_KEY,workers=1" \
     -- --recall-tokens="$recall_tokens" --tokenizer="$tokenizer" --request-timeout=600 --idle-timeout=120 \
     --trials=1 --throughput-rounds=1 --throughput-shapes=128/32@1x2,128/32@4x4 \
     --media-shapes=image-512@1x2 -k "not tool_accuracy"

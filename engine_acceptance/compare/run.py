@@ -25,7 +25,10 @@ record), ``throughput.json``, ``allure-results/`` and ``pytest.log``.
 ``stream_chunk_tokens``, ``convention``, ``inject=DEFECT[+DEFECT]``): two of them with
 latency models 2x apart give a comparison whose answer is known. The API key of an
 engine is read from the environment variable its ``api-key-env`` names and handed to
-its runs through the environment, never on a command line.
+its runs through the environment, never on a command line. ``workers=N`` sets one engine's
+``-n`` apart from ``--workers``: the requests are the same, only how many are in flight at once
+(vLLM batches its decoding and answers more at once faster; llama.cpp's server answers one at a
+time and slows down with more waiting, so CI gives it one worker and vLLM four).
 
 Then :mod:`engine_acceptance.compare.report` renders ``DIR/comparison.md``,
 ``DIR/comparison.csv``, ``DIR/comparison.html`` and one Allure result in
@@ -110,6 +113,8 @@ class EngineSpec:
     api_key_env: str | None = None
     # not-served=CAP[+CAP]: what this engine leaves off on purpose (its run gets --not-served).
     not_served: str | None = None
+    # workers=N: this engine's xdist workers for its functional checks, instead of --workers.
+    workers: int | None = None
     reference: dict[str, Any] | None = None
 
     @property
@@ -124,14 +129,19 @@ def _parse_engine(text: str) -> EngineSpec:
     name, sep, rest = text.partition("=")
     if not sep or not rest:
         raise CompareUsageError(f"--engine {text!r}: expected NAME=URL[,profile=P][,model=M][,api-key-env=VAR]"
-                                "[,not-served=CAP[+CAP]]")
+                                "[,not-served=CAP[+CAP]][,workers=N]")
     url, *options = rest.split(",")
     spec = EngineSpec(name=name, url=url)
     for option in options:
         key, sep, value = option.partition("=")
-        if not sep or not value or key not in ("profile", "model", "api-key-env", "not-served"):
-            raise CompareUsageError(f"--engine {text!r}: {option!r} is not profile=P, model=M, api-key-env=VAR or "
-                                    "not-served=CAP[+CAP]")
+        if not sep or not value or key not in ("profile", "model", "api-key-env", "not-served", "workers"):
+            raise CompareUsageError(f"--engine {text!r}: {option!r} is not profile=P, model=M, api-key-env=VAR, "
+                                    "not-served=CAP[+CAP] or workers=N")
+        if key == "workers":
+            if not value.isdigit() or int(value) < 1:
+                raise CompareUsageError(f"--engine {text!r}: workers={value!r} is not a whole number of at least 1")
+            spec.workers = int(value)
+            continue
         setattr(spec, key.replace("-", "_"), value)
     if not re.match(r"^https?://[^/\s]+", url):
         raise CompareUsageError(f"--engine {text!r}: {url!r} is not an http(s) URL like http://host:30000")
@@ -252,6 +262,7 @@ def phase_command(spec: EngineSpec, url: str, phase: str, folder: Path, *, selec
                             report_defaults=False)
     if phase in ("throughput", "acceptance"):
         command.append(f"--throughput-out={folder / 'throughput.json'}")
+    workers = spec.workers or workers
     if phase in ("functional", "acceptance") and workers:
         command += ["-n", str(workers)]
     if spec.profile:
@@ -423,7 +434,8 @@ def render(out: Path, manifest: dict[str, Any]) -> dict[str, Path]:
         + (f", selection `{manifest['select']}`" if manifest.get("select") else ""),
         f"pytest arguments for every run: `{shlex.join(manifest['pytest_args']) or '(none)'}`; "
         f"--throughput-seed {manifest['seed']}"
-        + (f"; functional phase with -n {manifest['workers']}" if manifest.get("workers") else ""),
+        + (f"; functional phase with -n {manifest['workers']}" if manifest.get("workers") else "")
+        + "".join(f"; {spec.name} with -n {spec.workers}" for spec in specs if spec.workers),
     ]
     if manifest.get("interrupted"):
         request_set.append(f"INTERRUPTED ({manifest['interrupted']}): the tables hold what ran before")
