@@ -105,6 +105,15 @@ def test_fewer_rounds_cells_and_requests_than_the_default_are_each_said() -> Non
     assert [(s.measure, s.declared, s.ran) for s in matrix] == [("requests per round of 4096/128@4", 16, 4)]
 
 
+def test_other_cells_in_place_of_the_defaults_are_a_shortfall_naming_both() -> None:
+    # CI's smoke: as many cells as the default, none of them the default's.
+    found = throughput_shortfalls(shapes="128/32@1x2,128/32@4x4", rounds=3, cells=select_cells("128/32@1x2,128/32@4x4"))
+    assert [(s.measure, s.declared, s.ran) for s in found] == [("cells", 2, 0)]
+    assert found[0].summary == "throughput at 0 of 2 cells"
+    assert found[0].why == ("the default (smoke) measures 128/128@1, 128/128@4; this run measured 128/32@1, "
+                            "128/32@4 instead")
+
+
 def test_a_threshold_on_a_cell_the_run_did_not_measure_is_a_shortfall() -> None:
     found = throughput_shortfalls(shapes="smoke", rounds=3, cells=select_cells("smoke"),
                                   threshold_cells=["128/128@4", "4096/128@8"])
