@@ -72,13 +72,17 @@ RAW_CAPTURE_LIMIT = 1 << 20
 # KB; a long non-streamed chat reply a few MB). Past it the reply is abandoned:
 # an engine sending hundreds of MB must fail its check, not exhaust the suite.
 MAX_REPLY_BYTES = 32 * 1024 * 1024
-# How long an idle pooled connection may wait to be reused. Engines close idle
-# connections after a few seconds (vLLM's VLLM_HTTP_TIMEOUT_KEEP_ALIVE and SGLang's
-# uvicorn: 5 s; llama.cpp's server: 5 s), and httpx's default is the same 5 s: a
-# request written onto a connection the engine is closing fails with "Broken pipe"
-# before any response (seen once in 638 tool-accuracy requests on vLLM). Reusing
-# only connections idle for less keeps that race, which is no fault of the engine,
-# out of the verdict without a retry.
+# How long the load generator's idle pooled connections may wait to be reused.
+# Engines close idle connections after a few seconds (vLLM's
+# VLLM_HTTP_TIMEOUT_KEEP_ALIVE and SGLang's uvicorn: 5 s; llama.cpp's server: 5 s):
+# a request written onto a connection the engine is closing fails with "Broken
+# pipe" before any response, no fault of the engine. The engine's 5 s count from
+# its last byte sent, the client's from its last byte read: a client that reads
+# late (CI's two cores stalled both for about 10 s once) races the close even
+# within this limit. So the functional clients below open a connection of their
+# own for each request (a handshake is nothing beside a generated reply); only the
+# load generator, which opens its connections before the schedule so that no
+# handshake enters a measured time and keeps them busy through a cell, reuses them.
 IDLE_CONNECTION_REUSE_S = 2.0
 # Parameters the SDK's create() takes by name; everything else (chat_template_kwargs,
 # ignore_eos, top_k, ...) is engine-specific and goes through extra_body.
@@ -263,7 +267,7 @@ class SdkChatClient:
         # (generated whole, minutes for a long one) included: it is left at the total, and
         # the client's own idle timer (_silence) bounds only the silences that mean a fault.
         timeout = httpx.Timeout(timeouts.total, connect=timeouts.connect)
-        # The SDK's own pool sizes; only the reuse of idle connections is shortened.
+        # The SDK's own pool size; no connection is kept for reuse (IDLE_CONNECTION_REUSE_S).
         sdk_limits = openai.DEFAULT_CONNECTION_LIMITS
         self._client = openai.AsyncOpenAI(
             base_url=target.v1_url,
@@ -274,9 +278,7 @@ class SdkChatClient:
             # The SDK's own HTTP client, plus a cap on every body it reads.
             http_client=openai.DefaultAsyncHttpxClient(
                 timeout=timeout, event_hooks={"response": [_cap_response_body]},
-                limits=httpx.Limits(max_connections=sdk_limits.max_connections,
-                                    max_keepalive_connections=sdk_limits.max_keepalive_connections,
-                                    keepalive_expiry=IDLE_CONNECTION_REUSE_S)),
+                limits=httpx.Limits(max_connections=sdk_limits.max_connections, max_keepalive_connections=0)),
         )
 
     @property
@@ -388,8 +390,8 @@ class RawStreamingClient:
         self._session: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> "RawStreamingClient":
-        connector = aiohttp.TCPConnector(limit=self._pool_size, limit_per_host=self._pool_size,
-                                         keepalive_timeout=IDLE_CONNECTION_REUSE_S)
+        # A connection of its own for each request, closed after it (IDLE_CONNECTION_REUSE_S).
+        connector = aiohttp.TCPConnector(limit=self._pool_size, limit_per_host=self._pool_size, force_close=True)
         self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
         return self
 

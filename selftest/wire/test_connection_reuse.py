@@ -1,11 +1,13 @@
-"""Neither client writes a request onto a connection the engine may be closing.
+"""The functional clients never write a request onto a connection the engine may be closing.
 
-vLLM, SGLang and llama.cpp close a connection left idle for 5 s. A client that
-reuses a connection idle for about that long races the close, and the request
-fails with "Broken pipe" before any response, no fault of the engine (it happened
-once in 638 tool-accuracy requests on vLLM in CI). Both clients reuse only
-connections idle for less than ``IDLE_CONNECTION_REUSE_S``; a bare server that
-records each request's client port shows which connection each one came on.
+vLLM, SGLang and llama.cpp close a connection left idle for 5 s, counted from their
+last byte sent. A client reusing a pooled connection counts from its last byte read:
+when it reads late (CI's two cores once stalled both the engine and the suite for
+about 10 s) the request goes onto a connection the engine is closing and fails with
+"Broken pipe" before any response, no fault of the engine (twice in 160 tool-accuracy
+requests on vLLM in CI, with reuse limited to connections idle under 2 s). So both
+functional clients open a connection of their own for each request, even back to
+back; a bare server that records each request's client port shows it.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from contextlib import asynccontextmanager
 from aiohttp import web
 from bare_server import serving
 
-from engine_acceptance.wire.client import IDLE_CONNECTION_REUSE_S, EngineTarget, RawStreamingClient, SdkChatClient
+from engine_acceptance.wire.client import EngineTarget, RawStreamingClient, SdkChatClient
 
 REPLY = {"id": "c", "object": "chat.completion", "created": 0, "model": "m",
          "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],
@@ -60,15 +62,8 @@ async def _ports_of_pairs(pause_s: float) -> dict[str, list[int]]:
     return ports
 
 
-def test_a_connection_idle_past_the_reuse_limit_is_not_reused() -> None:
-    assert IDLE_CONNECTION_REUSE_S < 5.0, "engines close idle connections after 5 s: reuse must stop well before"
-    ports = asyncio.run(_ports_of_pairs(IDLE_CONNECTION_REUSE_S + 0.5))
-    for client, seen in ports.items():
-        assert len(seen) == 2 and seen[0] != seen[1], f"{client} client reused a connection idle too long: {seen}"
-
-
-def test_a_connection_idle_briefly_is_reused() -> None:
-    # The other side of the limit: pooled connections still serve back-to-back requests.
+def test_each_request_comes_on_a_connection_of_its_own() -> None:
+    # Back to back, where a pool would reuse the connection: neither client does.
     ports = asyncio.run(_ports_of_pairs(0.1))
     for client, seen in ports.items():
-        assert len(seen) == 2 and seen[0] == seen[1], f"{client} client opened a new connection for each request: {seen}"
+        assert len(seen) == 2 and seen[0] != seen[1], f"{client} client reused a connection: {seen}"
