@@ -19,12 +19,21 @@ from shared_files import made_once_per_run, run_folder
 # connection escape the client as an unmapped httpcore error instead of its ``connection`` failure.
 import httpcore2  # noqa: F401  (openai's transport: httpx2's httpcore)
 
+from engine_acceptance.reference_engine.launcher import start_from_a_forkserver
+
 # The end-to-end self-tests start some two hundred Python processes (pytest runs, reference
 # engines), each importing the suite. With PYTHONDONTWRITEBYTECODE set (this machine sets it)
 # every one of them compiled and assertion-rewrote the same 250 modules again: a few seconds
 # each. Writing the caches (``__pycache__``, ignored by git) lets the processes after the first share them.
 os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
+
+# Some four hundred reference engines start in a run, each importing the engine and, at the
+# first image, the pixel libraries (about a second of CPU each, the cost of a whole small
+# check). In this worker and the suite runs in it they are forked from one process that has
+# imported both (imported here, before any test, so pytester keeps the switch between runs).
+# The runs in a process of their own (``in_process=False``) start the command, as a user's do.
+start_from_a_forkserver()
 
 
 @pytest.fixture(scope="module")

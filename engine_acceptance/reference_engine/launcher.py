@@ -5,10 +5,17 @@ own process group, so it is a real server on a real socket and a test run can
 stop it without touching anything else. Its stdout and stderr go straight to a log
 file (a pipe nobody reads would fill up and block the server); the launcher polls
 that file for the listening line.
+
+A run starts it once; the self-tests start it some four hundred times, and each start
+imports the engine again (about a second of CPU on two cores). They call
+:func:`start_from_a_forkserver` first: every later engine is then forked from a
+process that has imported it once (``multiprocessing``'s forkserver), with the same
+arguments, environment, log file and process group of its own as the command.
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import re
 import signal
@@ -24,7 +31,8 @@ from types import TracebackType
 from .config import DEFAULT_MODEL, LatencyModel
 from .defects import validate_defects
 
-__all__ = ["API_KEY_ENV", "LISTENING_PREFIX", "RunningReferenceEngine", "start_reference_engine"]
+__all__ = ["API_KEY_ENV", "LISTENING_PREFIX", "RunningReferenceEngine", "start_from_a_forkserver",
+           "start_reference_engine"]
 
 # The contract between the CLI (__main__) and this launcher.
 LISTENING_PREFIX = "engine-acceptance reference engine listening on "
@@ -37,7 +45,70 @@ _POLL_S = 0.02
 _IMPORT_ROOT = str(Path(__file__).resolve().parents[2])
 
 
-def _terminate(process: subprocess.Popen[bytes], timeout: float) -> None:
+# What a forked engine would otherwise import after the fork: the CLI and, lazily at the
+# first image or video (every run's discovery sends both), the pixel libraries.
+_FORKSERVER_PRELOAD = ["engine_acceptance.reference_engine.__main__", "engine_acceptance.reference_engine.pixels"]
+_forkserver: multiprocessing.context.ForkServerContext | None = None
+
+
+def start_from_a_forkserver() -> None:
+    """Fork every engine started from now on in this process from a process that has imported it."""
+    global _forkserver
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(_FORKSERVER_PRELOAD)
+    _forkserver = context
+
+
+def _serve_forked(argv: list[str], env: dict[str, str], log_path: str) -> None:
+    """The forked engine: what ``python -m engine_acceptance.reference_engine ARGV`` does, in the forked process."""
+    os.setsid()  # own process group, as start_new_session gives the command
+    log = os.open(log_path, os.O_WRONLY | os.O_APPEND)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    # Line-buffered, as PYTHONUNBUFFERED makes the command: the launcher waits for the listening line.
+    sys.stdout = open(1, "w", encoding="utf-8", errors="replace", buffering=1, closefd=False)
+    sys.stderr = open(2, "w", encoding="utf-8", errors="replace", buffering=1, closefd=False)
+    os.environ.clear()
+    os.environ.update(env)
+    from .__main__ import main
+
+    sys.exit(main(argv))
+
+
+class _ForkedProcess:
+    """The part of ``subprocess.Popen`` the launcher uses, for an engine forked by the forkserver."""
+
+    def __init__(self, process: multiprocessing.process.BaseProcess) -> None:
+        self._process = process
+
+    @property
+    def pid(self) -> int:
+        assert self._process.pid is not None
+        return self._process.pid
+
+    @property
+    def returncode(self) -> int | None:
+        return self._process.exitcode
+
+    def poll(self) -> int | None:
+        return self._process.exitcode
+
+    def send_signal(self, signum: int) -> None:
+        if self._process.exitcode is None:
+            os.kill(self.pid, signum)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+    def wait(self, timeout: float | None = None) -> int:
+        self._process.join(timeout)
+        if self._process.exitcode is None:
+            raise subprocess.TimeoutExpired(f"reference engine (pid {self.pid})", timeout or 0.0)
+        return self._process.exitcode
+
+
+def _terminate(process: subprocess.Popen[bytes] | _ForkedProcess, timeout: float) -> None:
     if process.poll() is not None:
         return
     process.send_signal(signal.SIGTERM)
@@ -51,7 +122,7 @@ def _terminate(process: subprocess.Popen[bytes], timeout: float) -> None:
 class RunningReferenceEngine:
     """A started reference engine; stop it with `.stop()` or a `with` block."""
 
-    def __init__(self, process: subprocess.Popen[bytes], url: str, log_path: Path) -> None:
+    def __init__(self, process: subprocess.Popen[bytes] | _ForkedProcess, url: str, log_path: Path) -> None:
         self.process = process
         self.url = url  # e.g. http://127.0.0.1:41234, without /v1
         self.log_path = log_path
@@ -153,14 +224,21 @@ def start_reference_engine(
     directory.mkdir(parents=True, exist_ok=True)
     log_path = directory / "reference-engine.log"
     with open(log_path, "wb") as log_file:
-        process = subprocess.Popen(
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=log_file,
-            stderr=subprocess.STDOUT,
-            env=env,
-            start_new_session=True,  # own process group: signals aimed at us miss it
-        )
+        if _forkserver is None:
+            process: subprocess.Popen[bytes] | _ForkedProcess = subprocess.Popen(
+                command,
+                stdin=subprocess.DEVNULL,
+                stdout=log_file,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,  # own process group: signals aimed at us miss it
+            )
+        else:
+            # Daemonic: a worker that exits stops the engines it left, instead of waiting for them.
+            forked = _forkserver.Process(target=_serve_forked, args=(command[3:], env, str(log_path)), daemon=True,
+                                         name="reference-engine")
+            forked.start()
+            process = _ForkedProcess(forked)
 
     deadline = time.monotonic() + startup_timeout
     while True:

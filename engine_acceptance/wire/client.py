@@ -43,7 +43,9 @@ each read, see :func:`_silence`), and a timeout's message says which limit fired
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
+import ssl
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -65,6 +67,7 @@ __all__ = [
     "RawStreamingClient",
     "ReplyTooLarge",
     "SdkChatClient",
+    "tls_context",
 ]
 
 RAW_CAPTURE_LIMIT = 1 << 20
@@ -84,6 +87,18 @@ MAX_REPLY_BYTES = 32 * 1024 * 1024
 # load generator, which opens its connections before the schedule so that no
 # handshake enters a measured time and keeps them busy through a cell, reuses them.
 IDLE_CONNECTION_REUSE_S = 2.0
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The verifying TLS context every httpx client of the suite shares (httpx's default, made once).
+
+    Building one reads the whole CA bundle, about 60 ms of CPU; a run makes a client for each
+    check, and each made its own (as much CPU as the check's requests on a local engine).
+    """
+    return httpx.create_ssl_context()
+
+
 # Parameters the SDK's create() takes by name; everything else (chat_template_kwargs,
 # ignore_eos, top_k, ...) is engine-specific and goes through extra_body.
 _SDK_CHAT_PARAMS = frozenset(
@@ -277,7 +292,7 @@ class SdkChatClient:
             timeout=timeout,
             # The SDK's own HTTP client, plus a cap on every body it reads.
             http_client=openai.DefaultAsyncHttpxClient(
-                timeout=timeout, event_hooks={"response": [_cap_response_body]},
+                timeout=timeout, event_hooks={"response": [_cap_response_body]}, verify=tls_context(),
                 limits=httpx.Limits(max_connections=sdk_limits.max_connections, max_keepalive_connections=0)),
         )
 

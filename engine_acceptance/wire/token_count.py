@@ -44,7 +44,7 @@ from typing import Any, Protocol
 import httpx2 as httpx
 from tokenizers import Tokenizer
 
-from engine_acceptance.wire.client import EngineTarget
+from engine_acceptance.wire.client import EngineTarget, tls_context
 from engine_acceptance.errors import EngineAcceptanceError
 
 __all__ = [
@@ -155,6 +155,7 @@ class ServerTokenCounter:
             base_url=target.base_url.rstrip("/"),
             headers=target.auth_headers(),
             timeout=httpx.Timeout(timeouts.total, connect=timeouts.connect),
+            verify=tls_context(),
         )
 
     def close(self) -> None:
@@ -339,7 +340,7 @@ def usage_prompt_tokens(target: EngineTarget, path: str, body: Mapping[str, Any]
     """POST one non-streamed request under ``/v1`` and return its ``usage.prompt_tokens``."""
     timeouts = target.timeouts
     try:
-        with httpx.Client(headers=target.auth_headers(),
+        with httpx.Client(headers=target.auth_headers(), verify=tls_context(),
                           timeout=httpx.Timeout(timeouts.total, connect=timeouts.connect)) as client:
             response = client.post(target.v1_url + path, json=dict(body))
     except httpx.HTTPError as exc:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
+import os
 import subprocess
 import sys
 import urllib.error
@@ -23,6 +24,7 @@ import aiohttp
 import pytest
 from tokenizers import Tokenizer
 
+from engine_acceptance.reference_engine import launcher
 from engine_acceptance.reference_engine import (
     DEFECTS,
     REFERENCE_VERSION,
@@ -413,6 +415,25 @@ def test_unknown_defect_name_exits_2_listing_valid_names() -> None:
     assert "no-such-defect" in result.stderr and all(name in result.stderr for name in DEFECTS)
     with pytest.raises(ValueError, match="no-such-defect"):
         start_reference_engine(defects=["no-such-defect"])
+
+
+@pytest.mark.parametrize("started_by", ["command", "forkserver"])
+def test_both_ways_of_starting_give_the_same_engine(started_by: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    # The self-tests fork their engines from a forkserver (selftest/conftest.py); a run starts the command.
+    if started_by == "command":
+        monkeypatch.setattr(launcher, "_forkserver", None)
+    else:
+        launcher.start_from_a_forkserver()
+    engine = start_reference_engine(api_key=API_KEY)
+    try:
+        assert os.getpgid(engine.pid) == engine.pid, "not in a process group of its own"
+        assert request("GET", f"{engine.url}/v1/models").status == 401
+        assert request("GET", f"{engine.url}/v1/models", headers={"Authorization": f"Bearer {API_KEY}"}).status == 200
+        assert API_KEY not in engine.read_log()
+    finally:
+        code = engine.stop()
+    assert code == 0, engine.read_log()
+    assert "listening on" in engine.read_log()
 
 
 # --- robustness ------------------------------------------------------------------------------------
