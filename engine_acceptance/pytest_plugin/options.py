@@ -106,6 +106,18 @@ def case_count(raw: str) -> int:
     return _whole_number_at_least_one(raw, "cases", "a sample")
 
 
+def reference_latency(raw: str) -> tuple[float, float]:
+    """``TTFT_MS,TPOT_MS``: the built-in engine's time to a first token and per token, in ms (0 or more)."""
+    parts = raw.split(",")
+    try:
+        ttft_ms, tpot_ms = (float(part) for part in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not TTFT_MS,TPOT_MS (two numbers of milliseconds)") from None
+    if not (0 <= ttft_ms < float("inf") and 0 <= tpot_ms < float("inf")):
+        raise argparse.ArgumentTypeError(f"{raw!r}: each time must be 0 ms or more")
+    return ttft_ms, tpot_ms
+
+
 def trial_count(raw: str) -> int:
     """K, the samples of each model-behaviour check: a whole number, at least 1."""
     return _whole_number_at_least_one(raw, "samples", "a check")
@@ -185,6 +197,9 @@ def add_options(parser: pytest.Parser) -> None:
     add("--reference-serves", action="append", default=[], choices=tuple(REFERENCE_LIMITS), metavar="LIMIT",
         help=f"Built-in reference engine only: serve less, like a deployment configured so: "
              f"{', '.join(REFERENCE_LIMITS)} (repeatable)")
+    add("--reference-latency", type=reference_latency, default=None, metavar="TTFT_MS,TPOT_MS",
+        help="Built-in reference engine only: its time to a first token and per token in ms (default: 2,1); "
+             "0,0 answers as fast as it can, for runs whose point is not a timing")
     add("--recall-tokens", type=whole_tokens, default=None, metavar="N",
         help="Recall prompt length in tokens (default: the model profile's context length, else the engine's "
              "max_model_len, minus room for the answer; an engine advertising less than the profile declares "
@@ -267,11 +282,17 @@ class ReferenceOptions:
     defects: tuple[str, ...]
     model: str | None
     serves_less: tuple[str, ...]
+    # --reference-latency: (TTFT ms, per-token ms); None: the engine's own latency model.
+    latency: tuple[float, float] | None = None
 
     def launcher_limits(self) -> dict[str, Any]:
         limits: dict[str, Any] = dict(REFERENCE_LIMITS[name] for name in self.serves_less)
         if self.model:
             limits["model"] = self.model
+        if self.latency is not None:
+            from engine_acceptance.reference_engine.config import LatencyModel
+
+            limits["latency"] = LatencyModel(ttft_ms=self.latency[0], tpot_ms=self.latency[1])
         return limits
 
 
@@ -326,11 +347,11 @@ class AcceptanceOptions:
                              "side by side: python -m engine_acceptance.compare --engine NAME=URL --engine "
                              "NAME2=URL2 -- [pytest args] (README, Comparing engines)")
         reference = ReferenceOptions(opt.convention, tuple(opt.inject), opt.reference_model,
-                                     tuple(opt.reference_serves))
+                                     tuple(opt.reference_serves), opt.reference_latency)
         if opt.engine_url is not None and (reference.defects or reference.convention != "vllm" or reference.model
-                                           or reference.serves_less):
-            raise UsageError("--inject, --convention, --reference-model and --reference-serves apply to the "
-                             "built-in reference engine only; drop them or drop --engine-url")
+                                           or reference.serves_less or reference.latency is not None):
+            raise UsageError("--inject, --convention, --reference-model, --reference-serves and --reference-latency "
+                             "apply to the built-in reference engine only; drop them or drop --engine-url")
         try:
             expected = validate_capability_names(",".join(opt.expect).split(","), source="--expect")
             allow_untested = validate_capability_names(",".join(opt.allow_untested).split(","),

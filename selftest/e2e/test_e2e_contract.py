@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from suite_runner import failed, run_suite
+from suite_runner import NO_LATENCY, failed, run_suite
 
 from engine_acceptance.failure_categories import failure_category
 
@@ -66,14 +66,14 @@ EXPECTED_FAILURES = {
 
 
 def test_clean_engine_passes_every_contract_check(pytester: pytest.Pytester) -> None:
-    result, outcomes = run_suite(pytester, "-m", SELECTION)
+    result, outcomes = run_suite(pytester, *NO_LATENCY, "-m", SELECTION)
     assert result.ret == 0 and not failed(outcomes), result.stdout.str()[-3000:]
     assert outcomes and set(outcomes.values()) == {"passed"}, outcomes
     result.stdout.fnmatch_lines(["*structured_outputs*yes*served*passed*"])
 
 
 def test_sglang_convention_passes_and_skips_only_the_unknown_model_with_the_reason(pytester: pytest.Pytester) -> None:
-    result, outcomes = run_suite(pytester, "-m", SELECTION, "--convention", "sglang")
+    result, outcomes = run_suite(pytester, *NO_LATENCY, "-m", SELECTION, "--convention", "sglang")
     assert result.ret == 0 and not failed(outcomes), result.stdout.str()[-3000:]
     skipped = {test for test, outcome in outcomes.items() if outcome == "skipped"}
     assert skipped == {f"test_error_codes.py::{test}[{mode}-unknown-model]" for test in (STATUS, BODY)
@@ -83,13 +83,13 @@ def test_sglang_convention_passes_and_skips_only_the_unknown_model_with_the_reas
 
 @pytest.mark.parametrize("defect", sorted(EXPECTED_FAILURES))
 def test_injected_defect_fails_only_its_checks(pytester: pytest.Pytester, defect: str) -> None:
-    result, outcomes = run_suite(pytester, "-m", SELECTION, "--inject", defect)
+    result, outcomes = run_suite(pytester, *NO_LATENCY, "-m", SELECTION, "--inject", defect)
     assert failed(outcomes) == EXPECTED_FAILURES[defect], result.stdout.str()[-3000:]
     assert result.ret == 1
 
 
 def test_a_500_on_invalid_values_is_filed_as_an_engine_error(pytester: pytest.Pytester) -> None:
-    result, _ = run_suite(pytester, "-m", "error_codes", "-k", "refused_with_4xx and temperature",
+    result, _ = run_suite(pytester, *NO_LATENCY, "-m", "error_codes", "-k", "refused_with_4xx and temperature",
                           "--inject", "bad-params-500")
     result.stdout.fnmatch_lines(["*temperature -1: server error on client data: HTTP 500*"])
     messages = [json.loads(path.read_text(encoding="utf-8"))["statusDetails"]["message"]
@@ -99,7 +99,7 @@ def test_a_500_on_invalid_values_is_filed_as_an_engine_error(pytester: pytest.Py
 
 
 def test_an_engine_that_dies_on_an_invalid_value_fails_the_keeps_serving_check(pytester: pytest.Pytester) -> None:
-    result, outcomes = run_suite(pytester, "-m", "error_codes", "-k", "keeps_serving", "--inject",
+    result, outcomes = run_suite(pytester, *NO_LATENCY, "-m", "error_codes", "-k", "keeps_serving", "--inject",
                                  "bad-params-crash", "--idle-timeout", "10", "--request-timeout", "20")
     assert result.ret == 1, result.stdout.str()[-3000:]
     assert outcomes == {"test_error_codes.py::test_engine_keeps_serving_after_invalid_requests": "failed"}, outcomes
@@ -110,7 +110,7 @@ def test_an_engine_that_refuses_response_format_skips_the_structured_checks_in_i
         pytester: pytest.Pytester) -> None:
     # No profile declares structured outputs and the probe got a clear 400: not served, skipped with the reason.
     # SGLang's refusal (--grammar-backend none): vLLM 0.32 has none, so under its convention this is broken.
-    result, outcomes = run_suite(pytester, "-m", "structured_outputs", "--profile", "generic", "--convention",
+    result, outcomes = run_suite(pytester, *NO_LATENCY, "-m", "structured_outputs", "--profile", "generic", "--convention",
                                  "sglang", "--reference-serves=no-structured-outputs")
     assert outcomes and set(outcomes.values()) == {"skipped"}, outcomes
     # Alone in the selection, a run that skipped everything is no pass: "no check ran".
@@ -121,7 +121,7 @@ def test_an_engine_that_refuses_response_format_skips_the_structured_checks_in_i
 
 
 def test_a_seed_that_does_not_repeat_is_a_warning_not_a_failure(pytester: pytest.Pytester) -> None:
-    result, outcomes = run_suite(pytester, "-m", "sampling", "-k", "seed", "--inject", "seed-ignored")
+    result, outcomes = run_suite(pytester, *NO_LATENCY, "-m", "sampling", "-k", "seed", "--inject", "seed-ignored")
     assert result.ret == 0 and outcomes and set(outcomes.values()) == {"passed"}, result.stdout.str()[-3000:]
     result.stdout.fnmatch_lines(["*ObservationWarning: seed 1234 at temperature 1.0 gave two different replies*"])
     figures = json.loads((pytester.path / "gate.json").read_text(encoding="utf-8"))["figures"]
@@ -130,7 +130,7 @@ def test_a_seed_that_does_not_repeat_is_a_warning_not_a_failure(pytester: pytest
 
 def test_an_image_the_engine_cannot_fetch_is_asked_only_where_images_are_served(pytester: pytest.Pytester) -> None:
     # A model no profile names: what it serves is discovered, and image input is not.
-    result, outcomes = run_suite(pytester, "-m", "error_codes", "-k", "unreachable or keeps_serving",
+    result, outcomes = run_suite(pytester, *NO_LATENCY, "-m", "error_codes", "-k", "unreachable or keeps_serving",
                                  "--reference-model=acme-chat-7b", "--reference-serves=text-only")
     assert result.ret == 0, result.stdout.str()[-3000:]
     unreachable = {test: outcome for test, outcome in outcomes.items() if "unreachable" in test}

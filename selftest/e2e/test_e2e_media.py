@@ -12,7 +12,7 @@ import base64
 import json
 
 import pytest
-from suite_runner import failed, run_suite
+from suite_runner import NO_LATENCY, failed, run_suite
 
 from engine_acceptance.media import library as media
 
@@ -37,7 +37,7 @@ def _report_text(pytester: pytest.Pytester, result: pytest.RunResult) -> str:
 
 def test_clean_engine_passes_every_media_check_and_keeps_base64_out_of_the_report(
         pytester: pytest.Pytester) -> None:
-    result, outcomes = run_suite(pytester, "-m", MEDIA_MARKERS)
+    result, outcomes = run_suite(pytester, *NO_LATENCY, "-m", MEDIA_MARKERS)
     assert result.ret == 0 and not failed(outcomes), result.stdout.str()[-3000:]
     skipped = {test_id for test_id, outcome in outcomes.items() if outcome == "skipped"}
     # The only skips: the text-only checks, since the reference model takes images and video.
@@ -52,12 +52,12 @@ def test_clean_engine_passes_every_media_check_and_keeps_base64_out_of_the_repor
 
 
 def test_sglang_convention_refuses_corrupt_media_with_its_flat_error_body(pytester: pytest.Pytester) -> None:
-    result, outcomes = run_suite(pytester, "-m", "corrupt_media", "--convention", "sglang")
+    result, outcomes = run_suite(pytester, *NO_LATENCY, "-m", "corrupt_media", "--convention", "sglang")
     assert result.ret == 0 and not failed(outcomes), result.stdout.str()[-3000:]
 
 
 def test_media_500_fails_exactly_the_corrupt_media_status_checks(pytester: pytest.Pytester) -> None:
-    result, outcomes = run_suite(pytester, "-m", MEDIA_MARKERS, "--inject", "media-500")
+    result, outcomes = run_suite(pytester, *NO_LATENCY, "-m", MEDIA_MARKERS, "--inject", "media-500")
     assert failed(outcomes) == CORRUPT_STATUS_CHECKS, result.stdout.str()[-3000:]
     assert outcomes[RECOVERY] == "passed"
     result.stdout.fnmatch_lines(["*corrupt sample truncated-png*server error on client data: HTTP 500*"])
@@ -65,7 +65,7 @@ def test_media_500_fails_exactly_the_corrupt_media_status_checks(pytester: pytes
 
 
 def test_media_crash_fails_the_recovery_check_and_the_run_still_ends(pytester: pytest.Pytester) -> None:
-    result, outcomes = run_suite(pytester, "-m", f"{MEDIA_MARKERS} or text", "--inject", "media-crash",
+    result, outcomes = run_suite(pytester, *NO_LATENCY, "-m", f"{MEDIA_MARKERS} or text", "--inject", "media-crash",
                                  "--idle-timeout", "10", "--request-timeout", "20")
     assert result.ret == 1, result.stdout.str()[-3000:]
     assert outcomes[RECOVERY] == "failed"
@@ -78,7 +78,7 @@ def test_media_crash_fails_the_recovery_check_and_the_run_still_ends(pytester: p
 
 
 def test_black_pure_color_fails_only_the_pure_color_check(pytester: pytest.Pytester) -> None:
-    result, outcomes = run_suite(pytester, "-m", MEDIA_MARKERS, "--inject", "black-pure-color")
+    result, outcomes = run_suite(pytester, *NO_LATENCY, "-m", MEDIA_MARKERS, "--inject", "black-pure-color")
     assert failed(outcomes) == PURE_COLOR, result.stdout.str()[-3000:]
     # fnmatch reads [...] as a character class: ? stands for the brackets.
     result.stdout.fnmatch_lines(["*pure-red-512.png is one single colour, red*the answer names ?'black'?*"])
@@ -86,7 +86,7 @@ def test_black_pure_color_fails_only_the_pure_color_check(pytester: pytest.Pytes
 
 def test_text_only_profile_skips_image_and_video_with_the_reason(pytester: pytest.Pytester) -> None:
     # A deployment that refuses media (vLLM's "not a multimodal model"), with a profile that declares none.
-    result, outcomes = run_suite(pytester, "-m", MEDIA_MARKERS, "--profile", "generic",
+    result, outcomes = run_suite(pytester, *NO_LATENCY, "-m", MEDIA_MARKERS, "--profile", "generic",
                                  "--reference-serves=text-only", "-rs")
     image_and_video = {t: o for t, o in outcomes.items() if t.startswith(("test_image.py", "test_video.py"))}
     assert image_and_video and set(image_and_video.values()) == {"skipped"}
@@ -97,7 +97,7 @@ def test_text_only_profile_skips_image_and_video_with_the_reason(pytester: pytes
 
 
 def test_a_profile_without_media_on_an_engine_that_reads_them_gets_them_tested(pytester: pytest.Pytester) -> None:
-    result, outcomes = run_suite(pytester, "-m", MEDIA_MARKERS, "--profile", "generic")
+    result, outcomes = run_suite(pytester, *NO_LATENCY, "-m", MEDIA_MARKERS, "--profile", "generic")
     image_and_video = {t: o for t, o in outcomes.items() if t.startswith(("test_image.py", "test_video.py"))}
     assert image_and_video and set(image_and_video.values()) == {"passed"}, result.stdout.str()[-3000:]
 
@@ -114,7 +114,7 @@ def test_media_answered_but_dropped_is_discovered_broken_and_fails_every_image_a
         pytester: pytest.Pytester) -> None:
     # As llama.cpp's server with a text-only GGUF: 200, the part dropped. No profile declares
     # media, so the checks run only because discovery found them broken, not "served".
-    result, outcomes = run_suite(pytester, "-m", MEDIA_MARKERS, "--profile", "generic", "--inject", "media-ignored")
+    result, outcomes = run_suite(pytester, *NO_LATENCY, "-m", MEDIA_MARKERS, "--profile", "generic", "--inject", "media-ignored")
     dropped = _image_and_video(outcomes)
     assert len(dropped) == 20 and failed(outcomes) == set(dropped), result.stdout.str()[-3000:]
     # Corrupt media is still refused: the parts are dropped after they are decoded.
@@ -138,7 +138,7 @@ def test_media_answered_but_dropped_is_discovered_broken_and_fails_every_image_a
 @pytest.mark.parametrize("convention", ["vllm", "sglang"])
 def test_a_clean_engine_discovers_image_served_by_its_prompt_tokens(pytester: pytest.Pytester,
                                                                     convention: str) -> None:
-    result, outcomes = run_suite(pytester, "-m", "image", "--profile", "generic", "--convention", convention)
+    result, outcomes = run_suite(pytester, *NO_LATENCY, "-m", "image", "--profile", "generic", "--convention", convention)
     assert result.ret == 0 and outcomes and set(outcomes.values()) == {"passed"}, result.stdout.str()[-3000:]
     probe = _discovered(pytester, "image")
     assert probe["state"] == "served" and " with the image, " in probe["evidence"], probe

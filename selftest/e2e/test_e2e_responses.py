@@ -8,7 +8,7 @@ that exist for it; an engine without the endpoint skips them with its own words 
 from __future__ import annotations
 
 import pytest
-from suite_runner import failed, run_suite
+from suite_runner import NO_LATENCY, failed, run_suite
 
 pytestmark = pytest.mark.e2e
 
@@ -35,7 +35,7 @@ CHECKS = 8
 
 @pytest.mark.parametrize("convention", ["vllm", "sglang"])
 def test_clean_engine_passes_every_responses_check(pytester: pytest.Pytester, convention: str) -> None:
-    result, outcomes = run_suite(pytester, "-m", "responses", "--convention", convention)
+    result, outcomes = run_suite(pytester, *NO_LATENCY, "-m", "responses", "--convention", convention)
     assert result.ret == 0 and not failed(outcomes), result.stdout.str()[-3000:]
     assert len(outcomes) == CHECKS and set(outcomes.values()) == {"passed"}, outcomes
     result.stdout.fnmatch_lines(["*responses*yes*served*passed*"])
@@ -43,13 +43,13 @@ def test_clean_engine_passes_every_responses_check(pytester: pytest.Pytester, co
 
 @pytest.mark.parametrize("defect", sorted(EXPECTED_FAILURES))
 def test_injected_defect_fails_only_its_checks(pytester: pytest.Pytester, defect: str) -> None:
-    result, outcomes = run_suite(pytester, "-m", "responses", "--inject", defect)
+    result, outcomes = run_suite(pytester, *NO_LATENCY, "-m", "responses", "--inject", defect)
     assert failed(outcomes) == EXPECTED_FAILURES[defect], result.stdout.str()[-3000:]
     assert result.ret == 1
 
 
 def test_failures_say_what_broke(pytester: pytest.Pytester) -> None:
-    result, _ = run_suite(pytester, "-m", "responses", "-k", "deltas or round_trip", "--inject",
+    result, _ = run_suite(pytester, *NO_LATENCY, "-m", "responses", "-k", "deltas or round_trip", "--inject",
                           "responses-completed-text-truncated", "--inject", "responses-call-id-changed")
     result.stdout.fnmatch_lines([
         "*the final response's text has * characters *, the deltas * (*",
@@ -60,7 +60,7 @@ def test_failures_say_what_broke(pytester: pytest.Pytester) -> None:
 
 def test_an_engine_without_the_responses_api_skips_the_checks_in_its_words(pytester: pytest.Pytester) -> None:
     # No profile declares the capability and the probe got a 404: not served, skipped with the reason.
-    result, outcomes = run_suite(pytester, "-m", "responses", "--profile", "generic",
+    result, outcomes = run_suite(pytester, *NO_LATENCY, "-m", "responses", "--profile", "generic",
                                  "--reference-serves=no-responses")
     assert len(outcomes) == CHECKS and set(outcomes.values()) == {"skipped"}, outcomes
     # Alone in the selection, a run that skipped everything is no pass: "no check ran".
@@ -69,7 +69,7 @@ def test_an_engine_without_the_responses_api_skips_the_checks_in_its_words(pytes
 
 
 def test_a_required_responses_api_that_is_not_served_fails_the_gate(pytester: pytest.Pytester) -> None:
-    result, outcomes = run_suite(pytester, "-m", "responses", "--profile", "generic",
+    result, outcomes = run_suite(pytester, *NO_LATENCY, "-m", "responses", "--profile", "generic",
                                  "--reference-serves=no-responses", "--expect", "responses")
     assert result.ret == 1 and failed(outcomes), outcomes
     result.stdout.fnmatch_lines(["*required capability 'responses'*404*"])

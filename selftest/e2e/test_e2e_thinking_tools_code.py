@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 import pytest
-from suite_runner import failed, run_suite
+from suite_runner import NO_LATENCY, failed, run_suite
 
 from engine_acceptance.reference_engine.code_answers import HOSTILE_MARKER_PATH
 
@@ -48,7 +48,7 @@ def _attachments(pytester: pytest.Pytester, suffix: str) -> list[str]:
 
 
 def test_clean_engine_passes_and_the_report_has_the_240_table(pytester: pytest.Pytester) -> None:
-    result, outcomes = run_suite(pytester, "-m", SELECTION)
+    result, outcomes = run_suite(pytester, *NO_LATENCY, "-m", SELECTION)
     assert result.ret == 0 and not failed(outcomes), result.stdout.str()[-3000:]
     assert set(outcomes.values()) == {"passed"}, outcomes
     tables = "\n".join(_attachments(pytester, "-attachment.csv"))
@@ -60,13 +60,13 @@ def test_clean_engine_passes_and_the_report_has_the_240_table(pytester: pytest.P
 
 
 def test_sglang_convention_passes(pytester: pytest.Pytester) -> None:
-    result, outcomes = run_suite(pytester, "-m", SELECTION, "--convention", "sglang")
+    result, outcomes = run_suite(pytester, *NO_LATENCY, "-m", SELECTION, "--convention", "sglang")
     assert result.ret == 0 and not failed(outcomes), result.stdout.str()[-3000:]
 
 
 @pytest.mark.parametrize("defect", sorted(EXPECTED_FAILURES))
 def test_injected_defect_fails_only_its_checks(pytester: pytest.Pytester, defect: str) -> None:
-    result, outcomes = run_suite(pytester, "-m", SELECTION, "--inject", defect)
+    result, outcomes = run_suite(pytester, *NO_LATENCY, "-m", SELECTION, "--inject", defect)
     assert failed(outcomes) == EXPECTED_FAILURES[defect], result.stdout.str()[-3000:]
     assert result.ret == 1
 
@@ -74,14 +74,14 @@ def test_injected_defect_fails_only_its_checks(pytester: pytest.Pytester, defect
 def test_malicious_code_is_refused_by_the_allow_list_and_never_runs(pytester: pytest.Pytester) -> None:
     if os.path.exists(HOSTILE_MARKER_PATH):
         os.remove(HOSTILE_MARKER_PATH)
-    result, _ = run_suite(pytester, "-m", "code_exec", "--inject", "malicious-code")
+    result, _ = run_suite(pytester, *NO_LATENCY, "-m", "code_exec", "--inject", "malicious-code")
     result.stdout.fnmatch_lines(["*fails the allow-list and was not run*import of os, socket*"])
     assert not Path(HOSTILE_MARKER_PATH).exists()
 
 
 def test_effort_sent_where_the_engine_does_not_read_it_fails_the_effort_check(pytester: pytest.Pytester) -> None:
     # An SGLang-like engine reads the top-level field; the vLLM profile puts it in chat_template_kwargs.
-    result, outcomes = run_suite(pytester, "-m", "thinking", "--convention", "sglang", "--engine", "vllm")
+    result, outcomes = run_suite(pytester, *NO_LATENCY, "-m", "thinking", "--convention", "sglang", "--engine", "vllm")
     assert failed(outcomes) == {"test_thinking.py::test_high_effort_reasons_more_than_low_effort"}, \
         result.stdout.str()[-3000:]
     result.stdout.fnmatch_lines(["*seems not to reach the model*"])
@@ -89,7 +89,7 @@ def test_effort_sent_where_the_engine_does_not_read_it_fails_the_effort_check(py
 
 def test_a_profile_without_the_capabilities_skips_every_check_with_the_reason(pytester: pytest.Pytester) -> None:
     # No profile declares them and the deployment does not serve them: skipped in the engine's words.
-    result, outcomes = run_suite(pytester, "-m", SELECTION, "--profile", "generic",
+    result, outcomes = run_suite(pytester, *NO_LATENCY, "-m", SELECTION, "--profile", "generic",
                                  "--reference-serves=no-tool-parser", "--reference-serves=no-reasoning")
     code = "test_code_exec.py::test_unique_sorted_passes_the_hidden_cases_in_the_sandbox"
     # Writing code is a text task: tested on every deployment.

@@ -10,7 +10,7 @@ wire defect that broke them would show, and ``tool-stream-index-zero`` fails its
 from __future__ import annotations
 
 import pytest
-from suite_runner import failed, run_suite
+from suite_runner import NO_LATENCY, failed, run_suite
 
 pytestmark = pytest.mark.e2e
 
@@ -42,7 +42,7 @@ EXPECTED_FAILURES = {
 
 @pytest.mark.parametrize("convention", ["vllm", "sglang"])
 def test_clean_engine_passes_every_wire_check(pytester: pytest.Pytester, convention: str) -> None:
-    result, outcomes = run_suite(pytester, "-m", SELECTION, "--convention", convention)
+    result, outcomes = run_suite(pytester, *NO_LATENCY, "-m", SELECTION, "--convention", convention)
     assert result.ret == 0 and not failed(outcomes), result.stdout.str()[-3000:]
     wire = {test: outcome for test, outcome in outcomes.items() if test.startswith(WIRE)}
     # 1 role + 1 usage + 1 continuous + 2 finish + 1 tools + 2 U+FFFD + 2 framing: each ran and passed.
@@ -51,13 +51,13 @@ def test_clean_engine_passes_every_wire_check(pytester: pytest.Pytester, convent
 
 def test_an_engine_profile_without_continuous_usage_skips_that_check_naming_the_key(
         pytester: pytest.Pytester) -> None:
-    result, outcomes = run_suite(pytester, "-m", "wire", "-k", "continuous_usage", "--engine", "generic")
+    result, outcomes = run_suite(pytester, *NO_LATENCY, "-m", "wire", "-k", "continuous_usage", "--engine", "generic")
     assert outcomes == {f"{WIRE}test_continuous_usage_stats_put_running_usage_in_the_chunks": "skipped"}, outcomes
     result.stdout.fnmatch_lines(["*engine profile 'generic'*features.continuous_usage_stats: false*"])
 
 
 @pytest.mark.parametrize("defect", sorted(EXPECTED_FAILURES))
 def test_injected_defect_fails_only_its_checks(pytester: pytest.Pytester, defect: str) -> None:
-    result, outcomes = run_suite(pytester, "-m", SELECTION, "--inject", defect)
+    result, outcomes = run_suite(pytester, *NO_LATENCY, "-m", SELECTION, "--inject", defect)
     assert failed(outcomes) == EXPECTED_FAILURES[defect], result.stdout.str()[-3000:]
     assert result.ret == 1

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 from allure_results import read_results
-from suite_runner import run_suite
+from suite_runner import NO_LATENCY, run_suite
 
 from engine_acceptance.profiles.expectations import EXPECTATIONS_DIR, FailureDescription, load_expectations
 from engine_acceptance.profiles.profile import ProfileError
@@ -451,7 +451,7 @@ def test_a_bad_failure_description_is_rejected_naming_file_and_record(tmp_path: 
 @pytest.mark.parametrize("failure", [None, {"message": "HTTP (500"}], ids=["no-failure", "bad-regex"])
 def test_a_bad_record_file_is_a_usage_error_naming_it(pytester: pytest.Pytester, failure) -> None:
     path = _records(pytester.path, [_record(f"{USAGE_CHECK}[*]", failure)])
-    result, _ = run_suite(pytester, "-m", "text", f"--expectations={path}")
+    result, _ = run_suite(pytester, *NO_LATENCY, "-m", "text", f"--expectations={path}")
     assert result.ret == 4, result.stdout.str()[-2000:]
     result.stderr.fnmatch_lines([f"*--expectations: {path}: field records/0*"])
 
@@ -470,7 +470,7 @@ def test_a_record_for_another_failure_leaves_the_check_failing(pytester: pytest.
         _record(f"{USAGE_CHECK}[streamed]", {"message": r"usage\.total_tokens=\d+ but prompt_tokens",
                                              "category": "Protocol violation"}),
     ])
-    result, _ = run_suite(pytester, "-m", "text", "-k", "usage", "--inject", "bad-usage", "-n", "2",
+    result, _ = run_suite(pytester, *NO_LATENCY, "-m", "text", "-k", "usage", "--inject", "bad-usage", "-n", "2",
                           f"--expectations={records}", f"--gate-json={pytester.path / 'gate.json'}")
     assert result.ret == 1, result.stdout.str()[-3000:]
     verdict = _gate(pytester)
@@ -506,7 +506,7 @@ def test_shipped_sglang_500_records_do_not_cover_another_corrupt_media_failure(p
         record.pop("versions", None)  # the reference engine's version is not the seed's build
     records = _records(pytester.path, sglang, "sglang-records.yaml")
     check = "tests/test_corrupt_media.py::test_corrupt_media_is_rejected_with_4xx_and_an_error_body[truncated-png]"
-    result, _ = run_suite(pytester, "-m", "corrupt_media", "-k", "truncated-png", "--convention", "sglang", *defect,
+    result, _ = run_suite(pytester, *NO_LATENCY, "-m", "corrupt_media", "-k", "truncated-png", "--convention", "sglang", *defect,
                           f"--expectations={records}", f"--gate-json={pytester.path / 'gate.json'}")
     assert result.ret == 1, result.stdout.str()[-3000:]
     verdict = _gate(pytester)
@@ -535,7 +535,7 @@ def test_a_record_for_one_of_two_wire_problems_does_not_excuse_the_other(pyteste
     check = "tests/test_wire.py::test_each_choice_gets_exactly_one_finish_reason[n2]"
     records = _records(pytester.path, [_record("test_wire.py::test_each_choice_gets_exactly_one_finish_reason[n2]",
                                                {"message": "no chunk carries a finish_reason for choice 1"})])
-    result, _ = run_suite(pytester, "-m", "wire", "-k", "exactly_one_finish_reason and n2", "--inject", "n-ignored",
+    result, _ = run_suite(pytester, *NO_LATENCY, "-m", "wire", "-k", "exactly_one_finish_reason and n2", "--inject", "n-ignored",
                           "--inject", "finish-reason-twice", f"--expectations={records}",
                           f"--gate-json={pytester.path / 'gate.json'}")
     assert result.ret == 1, result.stdout.str()[-3000:]

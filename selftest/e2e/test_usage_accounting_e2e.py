@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 from allure_results import read_results
-from suite_runner import REPO, failed, run_suite
+from suite_runner import NO_LATENCY, REPO, failed, run_suite
 
 from engine_acceptance.reference_engine.chat_template import render_messages
 from engine_acceptance.reference_engine.tokenizer import get_tokenizer
@@ -56,12 +56,12 @@ def _chat_prompt_tokens(pytester: pytest.Pytester) -> set[int]:
 @pytest.mark.parametrize("defect", [None, "bad-usage"], ids=["clean", "bad-usage"])
 def test_accounting_checks_pass_counting_with_the_engines_tokenize(pytester: pytest.Pytester,
                                                                    defect: str | None) -> None:
-    result, outcomes = run_suite(pytester, *SELECT, *(("--inject", defect) if defect else ()))
+    result, outcomes = run_suite(pytester, *NO_LATENCY, *SELECT, *(("--inject", defect) if defect else ()))
     assert outcomes == {test_id: "passed" for test_id in ACCOUNTING}, result.stdout.str()[-3000:]
 
 
 def test_usage_off_by_one_fails_exactly_the_accounting_checks_naming_both_numbers(pytester: pytest.Pytester) -> None:
-    result, outcomes = run_suite(pytester, "-m", "text", "--inject", "usage-off-by-one")
+    result, outcomes = run_suite(pytester, *NO_LATENCY, "-m", "text", "--inject", "usage-off-by-one")
     output = result.stdout.str()
     assert failed(outcomes) == ACCOUNTING, output[-3000:]
     assert result.ret == 1
@@ -77,7 +77,7 @@ def test_usage_off_by_one_fails_exactly_the_accounting_checks_naming_both_number
 
 def test_without_tokenize_or_tokenizer_every_accounting_check_is_skipped_saying_why(
         pytester: pytest.Pytester) -> None:
-    result, outcomes = run_suite(pytester, *SELECT, NO_TOKENIZE, "-rs")
+    result, outcomes = run_suite(pytester, *NO_LATENCY, *SELECT, NO_TOKENIZE, "-rs")
     assert outcomes == {test_id: "skipped" for test_id in ACCOUNTING}, result.stdout.str()[-3000:]
     result.stdout.fnmatch_lines([f"SKIPPED [[]2[]] *test_usage_accounting.py:*: {NEITHER}"] * 2)
 
@@ -85,7 +85,7 @@ def test_without_tokenize_or_tokenizer_every_accounting_check_is_skipped_saying_
 @pytest.mark.parametrize("defect", [None, "usage-off-by-one"], ids=["clean", "usage-off-by-one"])
 def test_local_tokenizer_counts_the_completion_prompt_exactly_and_skips_the_chat(
         pytester: pytest.Pytester, tokenizer_json: Path, defect: str | None) -> None:
-    result, outcomes = run_suite(pytester, *SELECT, NO_TOKENIZE, f"--tokenizer={tokenizer_json}", "-rs",
+    result, outcomes = run_suite(pytester, *NO_LATENCY, *SELECT, NO_TOKENIZE, f"--tokenizer={tokenizer_json}", "-rs",
                                  *(("--inject", defect) if defect else ()))
     expected = {**{test_id: "skipped" for test_id in CHAT},
                 **{test_id: "failed" if defect else "passed" for test_id in COMPLETION}}
