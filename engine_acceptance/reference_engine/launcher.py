@@ -15,6 +15,7 @@ arguments, environment, log file and process group of its own as the command.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
 import os
 import re
@@ -24,7 +25,7 @@ import sys
 import tempfile
 import time
 import weakref
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
 
@@ -32,7 +33,7 @@ from .config import DEFAULT_MODEL, LatencyModel
 from .defects import validate_defects
 
 __all__ = ["API_KEY_ENV", "LISTENING_PREFIX", "RunningReferenceEngine", "start_from_a_forkserver",
-           "start_reference_engine"]
+           "start_reference_engine", "started_as_the_command"]
 
 # The contract between the CLI (__main__) and this launcher.
 LISTENING_PREFIX = "engine-acceptance reference engine listening on "
@@ -57,6 +58,22 @@ def start_from_a_forkserver() -> None:
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(_FORKSERVER_PRELOAD)
     _forkserver = context
+
+
+@contextlib.contextmanager
+def started_as_the_command() -> Iterator[None]:
+    """Engines started inside this block start as a run starts them, not from the forkserver.
+
+    For the self-tests that time the client against the engine: a forked engine carries the
+    forkserver's whole heap (Pillow, PyAV, numpy), and what it does between stamping an event
+    and sending it counts there as the client's error.
+    """
+    global _forkserver
+    forkserver, _forkserver = _forkserver, None
+    try:
+        yield
+    finally:
+        _forkserver = forkserver
 
 
 def _serve_forked(argv: list[str], env: dict[str, str], log_path: str) -> None:

@@ -28,7 +28,8 @@ from engine_acceptance.wire.client import EngineTarget
 from engine_acceptance.load.generator import Cell, LoadGenerator, PromptIds, analyse_round, build_bodies
 from engine_acceptance.load.metrics import percentile
 from engine_acceptance.reference_engine.config import LatencyModel
-from engine_acceptance.reference_engine.launcher import RunningReferenceEngine, start_reference_engine
+from engine_acceptance.reference_engine.launcher import (RunningReferenceEngine, start_reference_engine,
+                                                         started_as_the_command)
 from engine_acceptance.load.timing_truth import true_timing
 
 TTFT_MS, TPOT_MS = 50.0, 10.0
@@ -40,8 +41,11 @@ pytestmark = [pytest.mark.cpu_alone, pytest.mark.usefixtures("cpu_alone")]
 
 @pytest.fixture(scope="module")
 def engine() -> Iterator[RunningReferenceEngine]:
-    with start_reference_engine(latency=LatencyModel(ttft_ms=TTFT_MS, tpot_ms=TPOT_MS), stream_chunk_tokens=1,
-                                stamp_events=True) as running:
+    # Started as a run starts it: the client's timing error, not a forked engine's (launcher.started_as_the_command).
+    with started_as_the_command():
+        running = start_reference_engine(latency=LatencyModel(ttft_ms=TTFT_MS, tpot_ms=TPOT_MS),
+                                         stream_chunk_tokens=1, stamp_events=True)
+    with running:
         yield running
 
 

@@ -31,7 +31,8 @@ from engine_acceptance.load.open_loop import RateCell, measure_rate_cell
 from engine_acceptance.load.slo import evaluate_slo
 from engine_acceptance.load.slo_search import SearchPolicy, SearchResult, Step, search_highest_rate
 from engine_acceptance.reference_engine.config import LatencyModel
-from engine_acceptance.reference_engine.launcher import RunningReferenceEngine, start_reference_engine
+from engine_acceptance.reference_engine.launcher import (RunningReferenceEngine, start_reference_engine,
+                                                         started_as_the_command)
 from engine_acceptance.wire.client import EngineTarget
 
 TTFT_MS, TPOT_MS, KNEE, PER_INFLIGHT_MS = 50.0, 10.0, 4, 20.0
@@ -46,7 +47,10 @@ RESOLUTION = 0.1
 def engine() -> Iterator[RunningReferenceEngine]:
     latency = LatencyModel(ttft_ms=TTFT_MS, tpot_ms=TPOT_MS, knee_inflight=KNEE,
                            tpot_ms_per_inflight_over_knee=PER_INFLIGHT_MS)
-    with start_reference_engine(latency=latency, stream_chunk_tokens=1) as running:
+    # Started as a run starts it, not forked: the search judges timings (launcher.started_as_the_command).
+    with started_as_the_command():
+        started = start_reference_engine(latency=latency, stream_chunk_tokens=1)
+    with started as running:
         yield running
 
 
