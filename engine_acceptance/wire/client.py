@@ -391,8 +391,9 @@ class SdkChatClient:
 class RawStreamingClient:
     """aiohttp client that timestamps every SSE event with a monotonic clock.
 
-    One instance holds one connection pool; the load generator sizes it to its
-    concurrency so the client never queues requests the engine could take.
+    One instance opens at most ``pool_size`` connections at once, one for each request and
+    closed after it (``IDLE_CONNECTION_REUSE_S`` says why); a caller sizes it to the requests
+    it sends together, so the client never queues requests the engine could take.
     """
 
     def __init__(self, target: EngineTarget, *, pool_size: int = 16) -> None:
