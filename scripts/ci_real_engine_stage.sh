@@ -38,7 +38,9 @@
 #   alone, 68 ms with four in flight): the text, sampling and tools checks took 139 s with four
 #   workers, 218 s with two. llama.cpp's server answers one request at a time and slows down with
 #   more waiting (its 128/128@4 cell: 82 ms a token against 37 ms alone): 139 s with one, 173 s
-#   with two (both 2026-12-03, --trials=1).
+#   with two (both 2026-12-03, --trials=1). The same number sends recall's ten field-extraction
+#   prompts at once (compare passes workers=N as --recall-concurrency): vLLM's recall took 236 s
+#   of its run one at a time (each ~20 s, 128 tokens at ~155 ms a token after a 2,048-token prompt).
 # The full command, run by hand on the same two engines, is in the README with its last result.
 #
 # The tool-accuracy set runs on vLLM alone, after the comparison, gated on the baseline recorded

@@ -20,6 +20,7 @@ checks skip with the reason. A model profile that declares more context than the
 engine advertises fails the checks that need it, naming both numbers, unless
 ``--recall-tokens`` asks for a size the engine takes.
 Recall runs alone: ``pytest -m recall`` / ``pytest -m recall_1m``, without -n.
+``--recall-concurrency=N`` sends the ten field-extraction prompts N at a time (fixtures/recall.py).
 
 A million-token check whose prompt fills less than 1,048,576 tokens of context (``--recall-tokens``,
 or a model with a shorter context) says so in its result: its Allure title and the terminal
@@ -42,7 +43,8 @@ from engine_acceptance.recall.haystack import RecallBudget
 from engine_acceptance.shortfalls import million_note
 from engine_acceptance.wire.reassembly import Reply
 from engine_acceptance.recall.answers import code_problems, codes_in, json_codes
-from engine_acceptance.recall.cases import FIELD_KEYS, NO_COUNT_REASON, RecallRun, field_case, field_prefix, million_case
+from engine_acceptance.recall.cases import (FIELD_KEYS, NO_COUNT_REASON, RecallRun, field_case, field_cases, field_prefix,
+                                            million_case)
 from engine_acceptance.trials import current_sample
 
 # Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
@@ -114,7 +116,8 @@ async def _samples_of(recall_runner, first: RecallRun) -> RecallRun:
 async def test_field_extraction_returns_the_asked_key_exactly(recall_runner, recall_prompts, recall_tokens,
                                                               request, case, trials) -> None:
     prefix = field_prefix(recall_prompts, *case)
-    first = await recall_runner.run(field_case(recall_prompts, recall_tokens, prefix))
+    first = await recall_runner.run(field_case(recall_prompts, recall_tokens, prefix),
+                                    together=field_cases(recall_prompts, recall_tokens))
 
     async def sample() -> None:
         run = await _samples_of(recall_runner, first)
@@ -133,7 +136,8 @@ async def test_field_extraction_returns_the_asked_key_exactly(recall_runner, rec
 async def test_field_extraction_control_without_the_key_answers_not_found(recall_runner, recall_prompts,
                                                                           recall_tokens, request, trials) -> None:
     spec = recall_prompts["field_extraction"]
-    first = await recall_runner.run(field_case(recall_prompts, recall_tokens, spec["control_prefix"]))
+    first = await recall_runner.run(field_case(recall_prompts, recall_tokens, spec["control_prefix"]),
+                                    together=field_cases(recall_prompts, recall_tokens))
 
     async def sample() -> None:
         run = await _samples_of(recall_runner, first)
@@ -152,7 +156,7 @@ async def test_field_extraction_prompt_tokens_match_the_engines_count(recall_run
     spec = recall_prompts["field_extraction"]
     case = field_case(recall_prompts, recall_tokens, spec["control_prefix"])
     _skip_accounting_unless_countable(recall_runner, case)
-    run = await recall_runner.run(case)
+    run = await recall_runner.run(case, together=field_cases(recall_prompts, recall_tokens))
     recall_runner.attach(run)
     _whole_reply(run, request)
     await _assert_prompt_tokens_match(recall_runner, run, recall_prompts, request)

@@ -28,7 +28,8 @@ engine is read from the environment variable its ``api-key-env`` names and hande
 its runs through the environment, never on a command line. ``workers=N`` sets one engine's
 ``-n`` apart from ``--workers``: the requests are the same, only how many are in flight at once
 (vLLM batches its decoding and answers more at once faster; llama.cpp's server answers one at a
-time and slows down with more waiting, so CI gives it one worker and vLLM four).
+time and slows down with more waiting, so CI gives it one worker and vLLM four). The same number
+sends recall's field-extraction prompts that many at a time (``--recall-concurrency``).
 
 Then :mod:`engine_acceptance.compare.report` renders ``DIR/comparison.md``,
 ``DIR/comparison.csv``, ``DIR/comparison.html`` and one Allure result in
@@ -265,6 +266,10 @@ def phase_command(spec: EngineSpec, url: str, phase: str, folder: Path, *, selec
     workers = spec.workers or workers
     if phase in ("functional", "acceptance") and workers:
         command += ["-n", str(workers)]
+    # As many in flight as the engine serves best, in recall too: its ten field-extraction prompts.
+    if phase != "functional" and workers and workers > 1 and \
+            not any(arg.startswith("--recall-concurrency") for arg in pytest_args):
+        command.append(f"--recall-concurrency={workers}")
     if spec.profile:
         command.append(f"--profile={spec.profile}")
     if spec.model:

@@ -69,6 +69,16 @@ def seconds_or_zero(raw: str) -> float:
     return value
 
 
+def at_least_one(raw: str) -> int:
+    try:
+        value = int(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{raw!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{raw!r} must be at least 1")
+    return value
+
+
 def whole_tokens(raw: str) -> int:
     """A token count; ``1_000_000`` is accepted as written."""
     from engine_acceptance.recall.haystack import MIN_RECALL_TOKENS
@@ -204,6 +214,9 @@ def add_options(parser: pytest.Parser) -> None:
         help="Recall prompt length in tokens (default: the model profile's context length, else the engine's "
              "max_model_len, minus room for the answer; an engine advertising less than the profile declares "
              "fails the long-context checks unless this asks for less)")
+    add("--recall-concurrency", type=at_least_one, default=1, metavar="N",
+        help="The field-extraction prompts (one document, ten questions) sent N at a time instead of one after "
+             "another, for an engine that batches its decoding; their TTFT and E2E are then not alone (default: 1)")
     add("--tokenizer", default=None, metavar="PATH",
         help="The served model's tokenizer.json, to count prompt tokens locally (default: the engine's /tokenize)")
     add("--throughput-shapes", default=DEFAULT_SHAPES, metavar="SPEC",
@@ -320,6 +333,8 @@ class AcceptanceOptions:
     gate_json: str
     reference: ReferenceOptions
     recall_tokens: int | None
+    # Field-extraction prompts in flight at once (--recall-concurrency); 1: one after another.
+    recall_concurrency: int
     # The --tokenizer file, loaded (a LocalTokenCounter), or None: count with the engine's /tokenize.
     tokenizer: Any
     throughput: ThroughputSettings
@@ -386,6 +401,7 @@ class AcceptanceOptions:
             gate_json=opt.gate_json,
             reference=reference,
             recall_tokens=opt.recall_tokens,
+            recall_concurrency=opt.recall_concurrency,
             tokenizer=_load_tokenizer(opt.tokenizer),
             throughput=settings_from_options(
                 shapes=opt.throughput_shapes, rounds=opt.throughput_rounds, thresholds=opt.throughput_threshold,

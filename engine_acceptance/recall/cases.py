@@ -17,7 +17,7 @@ from engine_acceptance.wire.client import Exchange
 from engine_acceptance.wire.token_count import TokenEstimate
 
 __all__ = ["ESTIMATE_MARGIN", "FIELD_KEYS", "NO_COUNT_REASON", "RECALL_PROMPTS", "UNCALIBRATED", "RecallCase",
-           "RecallRun", "field_case", "field_prefix", "million_case"]
+           "RecallRun", "field_case", "field_cases", "field_prefix", "million_case"]
 
 # Why the token-accounting checks skip when nothing can count tokens.
 NO_COUNT_REASON = "no /tokenize and no --tokenizer: the engine's count cannot be checked"
@@ -110,6 +110,13 @@ def field_case(prompts: dict[str, Any], budget: RecallBudget, prefix: str) -> Re
         max_tokens=spec["max_tokens"],
         shortfall=short and f"{short}: the {spec['target_tokens']:,}-token field extraction does not fit",
     )
+
+
+def field_cases(prompts: dict[str, Any], budget: RecallBudget) -> tuple[RecallCase, ...]:
+    """Every field-extraction prompt of a run: one per key, and the control."""
+    prefixes = [field_prefix(prompts, depth, key) for depth, key in FIELD_KEYS]
+    return tuple(field_case(prompts, budget, prefix)
+                 for prefix in [*prefixes, prompts["field_extraction"]["control_prefix"]])
 
 
 def field_prefix(prompts: dict[str, Any], depth: float, key: int) -> str:

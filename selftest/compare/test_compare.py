@@ -150,7 +150,7 @@ def test_what_one_engine_leaves_off_on_purpose_is_stated_for_its_run_only() -> N
     assert not any(arg.startswith("--not-served") for arg in other)
 
 
-def test_an_engines_own_workers_replace_the_drivers_for_its_functional_checks_only() -> None:
+def test_an_engines_own_workers_replace_the_drivers_for_its_functional_checks_and_recall() -> None:
     from engine_acceptance.compare.run import _parse_engine
 
     llama = _parse_engine("llama=http://l:1,workers=1")
@@ -160,6 +160,9 @@ def test_an_engines_own_workers_replace_the_drivers_for_its_functional_checks_on
     other = phase_command(EngineSpec("vllm", url="http://v:1"), "http://v:1", "acceptance", folder, select=None,
                           workers=4, seed=7, pytest_args=[])
     assert other[other.index("-n") + 1] == "4"
+    # The same number of recall's field-extraction prompts in flight; one worker: one at a time.
+    assert "--recall-concurrency=4" in other
+    assert not any(arg.startswith("--recall-concurrency") for arg in own)
     measurements = phase_command(llama, "http://l:1", "throughput", folder, select=None, workers=4, seed=7,
                                  pytest_args=[])
     assert "-n" not in measurements, "measurements never run under xdist"

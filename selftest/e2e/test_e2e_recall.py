@@ -57,9 +57,14 @@ def test_recall_defect_fails_exactly_its_checks_and_says_why(pytester: pytest.Py
                                                             defect: str, expected_failures: set[str],
                                                             message: str) -> None:
     # Counting locally halves the run; the clean run above covers counting with /tokenize.
-    result, outcomes = run_suite(pytester, *RECALL, "--inject", defect, f"--tokenizer={tokenizer_json}")
+    # corrupt-code's run sends the field prompts together: each check still judges its own reply.
+    together = ("--recall-concurrency=3",) if defect == "corrupt-code" else ()
+    result, outcomes = run_suite(pytester, *RECALL, "--inject", defect, f"--tokenizer={tokenizer_json}", *together)
     assert failed(outcomes) == expected_failures, result.stdout.str()[-3000:]
     result.stdout.fnmatch_lines([message])
+    if together:
+        result.stdout.fnmatch_lines(["*recall: sending 10 prompts of one document 3 at a time "
+                                     "(--recall-concurrency=3): their TTFT and E2E are not alone on the engine*"])
     assert result.ret == 1
 
 
@@ -110,8 +115,9 @@ def test_recall_runs_after_the_functional_checks_in_the_same_run(pytester: pytes
         ("--recall-tokens=2000000", "*--recall-tokens: '2000000': 2000000 tokens do not fit: the engine reports "
                                     "max_model_len 1048576*leaves 1047488*"),
         ("--tokenizer=missing.json", "*--tokenizer: 'missing.json': missing.json is not a file*"),
+        ("--recall-concurrency=0", "*--recall-concurrency: '0' must be at least 1*"),
     ],
-    ids=["not-a-number", "longer-than-the-engine-takes", "missing-tokenizer"],
+    ids=["not-a-number", "longer-than-the-engine-takes", "missing-tokenizer", "no-concurrency"],
 )
 def test_bad_recall_option_is_a_usage_error_naming_it(pytester: pytest.Pytester, option: str, message: str) -> None:
     result, _ = run_suite(pytester, "-m", "recall", option)
