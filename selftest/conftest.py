@@ -19,6 +19,7 @@ from shared_files import made_once_per_run, run_folder
 # connection escape the client as an unmapped httpcore error instead of its ``connection`` failure.
 import httpcore2  # noqa: F401  (openai's transport: httpx2's httpcore)
 
+from engine_acceptance.load.charts import pyplot
 from engine_acceptance.reference_engine.launcher import start_from_a_forkserver
 
 # The end-to-end self-tests start some two hundred Python processes (pytest runs, reference
@@ -34,6 +35,11 @@ sys.dont_write_bytecode = False
 # imported both (imported here, before any test, so pytester keeps the switch between runs).
 # The runs in a process of their own (``in_process=False``) start the command, as a user's do.
 start_from_a_forkserver()
+
+# Every in-process suite run that measures load draws a chart (SLO, throughput, media load), and
+# pytester removes the modules a run imported when it ends, so each such run imported pyplot again:
+# about a second of CPU (issue 27). Imported here, before any test, it stays loaded between runs.
+pyplot()
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,13 @@ pytestmark = pytest.mark.e2e
 CHECK = "test_slo.py::test_open_loop_load_meets_the_slo_attainment_and_goodput"
 SEARCH = "test_slo.py::test_slo_search_reports_the_highest_rate_meeting_the_target"
 PROFILE = REPO / "fixtures" / "profiles" / "models" / "reference.yaml"
-SMALL = ("-m", "slo", "--request-rate", "4,16", "--slo-requests", "12")
+# Two cells of 12 requests (the report's table has a row per cell); 8 and 32 req/s, not 4 and 16: the
+# cells' arrivals are the run's waiting, 1.9 s instead of 3.75 s, and 32 req/s of 2 ms + 1 ms a token
+# is still far inside a 500 ms TTFT and 50 ms TPOT (issue 27).
+SMALL = ("-m", "slo", "--request-rate", "8,32", "--slo-requests", "12")
+# One cell: the defect makes every request a second late at any rate, so a second cell proved nothing
+# more, and 16 req/s sends its 12 requests in under a second (4 req/s took 3 s, each cell a second more).
+ONE_CELL = ("-m", "slo", "--request-rate", "16", "--slo-requests", "12")
 
 
 @pytest.mark.parametrize("convention", ["vllm", "sglang"])
@@ -30,8 +36,8 @@ def test_a_clean_engine_meets_the_slo_and_the_report_carries_every_cell(pytester
     result, outcomes = run_suite(pytester, *SMALL, "--slo", "ttft=500,tpot=50", "--convention", convention)
     assert result.ret == 0, result.stdout.str()[-3000:]
     assert outcomes == {CHECK: "passed", SEARCH: "skipped"}
-    result.stdout.fnmatch_lines(["*slo 128/32@4rps: 12/12 requests done, no errors*",
-                                 "*128/32@16rps*16*12*12*100.0%*"])
+    result.stdout.fnmatch_lines(["*slo 128/32@8rps: 12/12 requests done, no errors*",
+                                 "*128/32@32rps*32*12*12*100.0%*"])
     [case] = [json.loads(p.read_text()) for p in (pytester.path / "allure-results").glob("*-result.json")
               if json.loads(p.read_text())["name"].startswith("test_open_loop_load")]
     kinds = {a["type"] for a in case["attachments"] if a["name"].startswith("SLO open-loop")}
@@ -39,9 +45,9 @@ def test_a_clean_engine_meets_the_slo_and_the_report_carries_every_cell(pytester
 
 
 def test_a_slow_first_token_fails_the_check_with_attainment_and_the_missed_limit(pytester: pytest.Pytester) -> None:
-    result, outcomes = run_suite(pytester, *SMALL, "--slo", "ttft=500,tpot=50", "--inject", "slow-first-token")
+    result, outcomes = run_suite(pytester, *ONE_CELL, "--slo", "ttft=500,tpot=50", "--inject", "slow-first-token")
     assert failed(outcomes) == {CHECK}, result.stdout.str()[-3000:]
-    result.stdout.fnmatch_lines(["*128/32@4rps: SLO attainment 0/12 = 0.0% (95% Wilson 0.0-24.2%) is below the target "
+    result.stdout.fnmatch_lines(["*128/32@16rps: SLO attainment 0/12 = 0.0% (95% Wilson 0.0-24.2%) is below the target "
                                  "99%*missed: 12 over the ttft limit*P99 TTFT 1*"])
 
 

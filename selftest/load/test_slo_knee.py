@@ -12,7 +12,14 @@ far below the target. The SLO sits halfway between the two (twice the unloaded T
 and the target allows one late request in 24, because on the shared CI cores a stall of
 a few tens of milliseconds once pushed a single request of a 12 req/s step past a
 tighter 12.5 ms (23/24 against 99%): noise of the machine, not of the latency model. So the knee is ``KNEE / D`` in closed form, and the search
-(doubling from 3 req/s, then bisecting to 10%) must bracket it within one step.
+(doubling from 6 req/s, then bisecting to 10%) must bracket it within one step.
+
+Each step sends about 1.5 s of arrivals, at least 24 requests. A step past the knee then
+waits for its queue to drain, every token some 400-500 ms late, and the two such steps
+were half the test's time at 2 s of arrivals; at 1.5 s they still end at 1/36 and 2/30
+(issue 27). The search starts at 6 req/s, not 3: the 3 req/s step (8 s for its 24
+requests) was far below the knee and told nothing about it; 6 -> 12 -> 24 still doubles
+twice, and every step from 12 on is the same rate as before.
 
 Pass/fail rests on the engine's latency model, not on a wall-clock figure of this
 machine; the steps' lateness is printed (``-s``) for the record.
@@ -41,6 +48,8 @@ SLO = {"tpot": 20.0}
 DURATION_S = (TTFT_MS + (OUTPUT_TOKENS - 1) * TPOT_MS) / 1000.0
 KNEE_RATE = KNEE / DURATION_S
 RESOLUTION = 0.1
+START_RATE = 6.0
+ARRIVALS_S = 1.5
 
 
 @pytest.fixture(scope="module")
@@ -61,9 +70,9 @@ async def find_knee(url: str) -> SearchResult:
 
     async def run(rate: float) -> Step:
         nonlocal index
-        # About two seconds of arrivals: long enough for a runaway queue to show.
-        cell = RateCell(INPUT_TOKENS, OUTPUT_TOKENS, rate, max(24, round(2 * rate)), burstiness=math.inf,
-                        warmup_requests=KNEE)
+        # ARRIVALS_S of arrivals, at least 24 requests: long enough for a runaway queue to show.
+        requests = max(24, round(ARRIVALS_S * rate))
+        cell = RateCell(INPUT_TOKENS, OUTPUT_TOKENS, rate, requests, burstiness=math.inf, warmup_requests=KNEE)
         result = await measure_rate_cell(target, cell, prompts, ignore_eos=True, first_index=index)
         index += cell.warmup_requests + cell.requests
         outcome = evaluate_slo(cell.key, rate, result.records, result.duration_s, SLO,
@@ -74,7 +83,7 @@ async def find_knee(url: str) -> SearchResult:
         return Step(rate, outcome.attainment.rate, outcome.attainment.total, outcome.late_sends,
                     outcome.max_in_flight)
 
-    return await search_highest_rate(run, SearchPolicy(start=3.0, target=0.95, resolution=RESOLUTION,
+    return await search_highest_rate(run, SearchPolicy(start=START_RATE, target=0.95, resolution=RESOLUTION,
                                                        max_steps=10))
 
 

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
 from collections.abc import Iterator
 
 import pytest
@@ -44,6 +43,7 @@ from engine_acceptance.reference_engine.config import LatencyModel
 from engine_acceptance.reference_engine.launcher import RunningReferenceEngine, start_reference_engine
 from engine_acceptance.wire.client import EngineTarget
 from test_metrics import FakeSession, ScriptedClock, stream_script
+from worker_pool_jobs import echo, misbehave, open_nothing
 
 # --- the split -------------------------------------------------------------------------
 
@@ -159,34 +159,6 @@ def test_a_number_of_processes_is_taken_as_given_but_never_more_than_the_streams
 
 
 # --- the pool: real processes ----------------------------------------------------------
-
-
-class _Nothing:
-    async def __aenter__(self) -> "_Nothing":
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        return None
-
-
-def open_nothing(arg: object) -> _Nothing:
-    if arg == "refuse":
-        raise RuntimeError("this worker cannot open its session")
-    return _Nothing()
-
-
-async def echo(context: object, job: object, start_at: float) -> tuple[object, float, int]:
-    while time.monotonic() < start_at:
-        await asyncio.sleep(0.001)
-    return job, time.monotonic(), os.getpid()
-
-
-async def misbehave(context: object, job: object, start_at: float) -> object:
-    if job == "raise":
-        raise RuntimeError("boom in the worker")
-    if job == "die":
-        os._exit(3)
-    return job
 
 
 @pytest.fixture
