@@ -157,8 +157,10 @@ def test_text_only_model_gets_text_only_and_the_report_says_why(pytester: pytest
 @pytest.mark.e2e
 def test_ctrl_c_ends_the_soak_early_with_a_report_and_the_run_as_interrupted(tmp_path: Path) -> None:
     gate = tmp_path / "gate.json"
+    # Without hypothesis's plugin, as suite_runner.run_suite: it imports hypothesis (a second) for nothing.
     command = [sys.executable, "-m", "pytest", "-c", str(REPO / "pytest.ini"), "--rootdir", str(REPO),
-               str(REPO / "tests"), "-p", "no:cacheprovider", f"--alluredir={tmp_path / 'allure'}",
+               str(REPO / "tests"), "-p", "no:cacheprovider", "-p", "no:hypothesispytest",
+               f"--alluredir={tmp_path / 'allure'}",
                f"--gate-json={gate}", "-m", "soak", "--soak-minutes", "2", "--soak-rate", "2"]
     process = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
