@@ -139,7 +139,8 @@ def test_media_answered_but_dropped_is_discovered_broken_and_fails_every_image_a
         pytester: pytest.Pytester) -> None:
     # As llama.cpp's server with a text-only GGUF: 200, the part dropped. No profile declares
     # media, so the checks run only because discovery found them broken, not "served".
-    result, outcomes = run_suite(pytester, *FAST, "-m", MEDIA_MARKERS, "--profile", "generic", "--inject", "media-ignored")
+    result, outcomes = run_suite(pytester, *FAST, "-m", MEDIA_MARKERS, "--profile", "generic",
+                                 "--inject", "media-ignored")
     dropped = _image_and_video(outcomes)
     assert len(dropped) == 20 and failed(outcomes) == set(dropped), result.stdout.str()[-3000:]
     # Corrupt media is still refused: the parts are dropped after they are decoded.

@@ -150,8 +150,9 @@ def test_text_only_model_gets_text_only_and_the_report_says_why(pytester: pytest
     result, outcomes = run_suite(pytester, "-m", "soak", "--soak-minutes", "0.05", "--soak-rate", "4",
                                  "--profile", str(profile), "--reference-serves=text-only")
     assert outcomes == {CHECK: "passed"}, result.stdout.str()[-3000:]
-    result.stdout.fnmatch_lines(["*soak 12 requests (0 with an image)*", "*note: text only, no image requests: not served by the "
-                                 "engine: *is not a multimodal model*"])
+    result.stdout.fnmatch_lines(["*soak 12 requests (0 with an image)*",
+                                 "*note: text only, no image requests: not served by the engine: *is not a multimodal "
+                                 "model*"])
 
 
 @pytest.mark.e2e
