@@ -19,6 +19,10 @@ from shared_files import made_once_per_run, run_folder
 # connection escape the client as an unmapped httpcore error instead of its ``connection`` failure.
 import httpcore2  # noqa: F401  (openai's transport: httpx2's httpcore)
 
+# The same removal made every in-process suite run import openai again (1.4 s of CPU), and pyplot at
+# its first chart (below). openai keeps no state the suite sets per run (the suite makes its own clients).
+import openai  # noqa: F401
+
 from engine_acceptance.load.charts import pyplot
 from engine_acceptance.reference_engine.launcher import start_from_a_forkserver
 
