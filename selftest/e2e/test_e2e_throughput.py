@@ -17,7 +17,7 @@ import json
 from collections.abc import Iterator
 
 import pytest
-from suite_runner import REPO, SMALLER_MEASUREMENTS, failed, run_suite
+from suite_runner import NO_LATENCY, REPO, SMALLER_MEASUREMENTS, failed, run_suite
 
 from engine_acceptance.reference_engine.config import LatencyModel
 from engine_acceptance.reference_engine.launcher import RunningReferenceEngine, start_reference_engine
@@ -26,9 +26,15 @@ pytestmark = pytest.mark.e2e
 
 PROFILE = REPO / "fixtures" / "profiles" / "models" / "reference.yaml"
 CHECK = "test_throughput.py::test_fixed_length_load_is_served_in_full_and_passes_the_gate"
-# Output longer than the reference engine's natural reply (54 tokens), so early-eos shows.
 # -k: the fixed-length check alone (-m throughput also selects the media throughput, selftest/e2e/test_media_throughput_e2e.py).
 SMALL = ("-m", "throughput", "-k", "not media", "--throughput-shapes", "128/128@2x4", "--throughput-rounds", "2")
+# The built-in engine's latency for the whole default run: no wait to a first token and half a
+# millisecond a token, not its model's 2 ms and 1 ms. Every functional check runs the same at
+# 0,0 but cancellation's non-streamed pair, which gives up its requests after 1 s (contract.yaml)
+# and needs them still generating then: 4,096 tokens at 0.5 ms take 2 s. The latency's waits
+# were half of this run (the summed check times 37.9 s at 2,1, 19.8 s at 0,0.5, 16.3 s at 0,0).
+CANCELLABLE_LATENCY = ("--reference-latency=0,0.5",)
+CANCELLATION = "test_cancellation.py::test_"
 
 
 def test_clean_engine_passes_and_reports_every_round_table_chart_and_progress(pytester: pytest.Pytester) -> None:
@@ -57,34 +63,33 @@ def test_clean_engine_passes_and_reports_every_round_table_chart_and_progress(py
     assert {"text/html", "image/png", "application/json"} <= kinds
 
 
-def test_early_eos_fails_the_check_because_the_output_length_is_not_honored(pytester: pytest.Pytester) -> None:
-    result, outcomes = run_suite(pytester, *SMALL, "--inject", "early-eos")
-    assert failed(outcomes) == {f"{CHECK}[in128-out128]"}, result.stdout.str()[-3000:]
-    result.stdout.fnmatch_lines(["*128/128@2: output length not honored: asked 128 tokens with ignore_eos, got 54 "
-                                 "(usage.completion_tokens, finish_reason='stop') in 8/8 requests*"])
-
-
 def test_early_eos_fails_the_default_run_through_the_throughput_check_alone(pytester: pytest.Pytester) -> None:
     # The default command runs the measurements too: the defect fails that run, and no functional check.
+    # Its own throughput cells catch it (128/128, output longer than the engine's natural 54-token reply),
+    # and the check says why.
     result, outcomes = run_suite(pytester, "--inject", "early-eos", "-m", "not (recall or recall_1m)",
-                                 *SMALLER_MEASUREMENTS)
+                                 *SMALLER_MEASUREMENTS, *CANCELLABLE_LATENCY)
     assert failed(outcomes) == {f"{CHECK}[in128-out128]"}, result.stdout.str()[-3000:]
     assert result.ret == 1
+    for cell, requests in (("128/128@1", "4/4"), ("128/128@4", "8/8")):
+        result.stdout.fnmatch_lines([f"*{cell}: output length not honored: asked 128 tokens with ignore_eos, got 54 "
+                                     f"(usage.completion_tokens, finish_reason='stop') in {requests} requests*"])
+    # At the lower latency the requests cancellation gives up were still generating when it did.
+    cancelled = {test_id: outcome for test_id, outcome in outcomes.items() if test_id.startswith(CANCELLATION)
+                 and test_id.endswith("[non-streamed]")}
+    assert len(cancelled) == 2 and set(cancelled.values()) == {"passed"}, cancelled
 
 
-def test_a_missed_threshold_fails_the_check_naming_metric_and_limit(pytester: pytest.Pytester) -> None:
-    result, outcomes = run_suite(pytester, *SMALL, "--throughput-threshold", "128/128@2:output_tok_s>=1e9",
-                                 "--throughput-threshold", "p50_ttft_ms<=1e6")
-    assert failed(outcomes) == {f"{CHECK}[in128-out128]"}, result.stdout.str()[-3000:]
-    result.stdout.fnmatch_lines(["*128/128@2: output_tok_s is * tok/s (median of rounds), threshold >= 1e+09 tok/s*"])
-    assert "p50_ttft_ms is" not in result.stdout.str()
-
-
-def test_thresholds_in_the_model_profile_gate_the_check_and_are_named(pytester: pytest.Pytester) -> None:
+def test_thresholds_missed_fail_the_check_naming_metric_limit_and_source(pytester: pytest.Pytester) -> None:
+    """The command line's and the model profile's thresholds in one run: each missed one named with its source."""
     profile = pytester.path / "reference-with-slo.yaml"
     profile.write_text(PROFILE.read_text() + "throughput:\n  thresholds: ['128/128@2:output_tok_s>=1e9']\n")
-    result, outcomes = run_suite(pytester, *SMALL, "--profile", str(profile))
+    result, outcomes = run_suite(pytester, *SMALL, "--throughput-threshold", "128/128@2:output_tok_s>=1e9",
+                                 "--throughput-threshold", "p50_ttft_ms<=1e6", "--profile", str(profile))
     assert failed(outcomes) == {f"{CHECK}[in128-out128]"}, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines(["*128/128@2: output_tok_s is * tok/s (median of rounds), threshold >= 1e+09 tok/s "
+                                 "(command line)*"])
+    assert "p50_ttft_ms is" not in result.stdout.str()
     result.stdout.fnmatch_lines([f"*128/128@2: output_tok_s is * threshold >= 1e+09 tok/s (model profile {profile})*"])
 
 
@@ -109,7 +114,9 @@ def test_baseline_passes_an_unchanged_engine_and_fails_a_slower_one_naming_metri
         pytester: pytest.Pytester, steady_engine: RunningReferenceEngine,
         slower_engine: RunningReferenceEngine) -> None:
     baseline = pytester.path / "baseline.json"
-    shapes = ("-m", "throughput", "-k", "not media", "--throughput-shapes", "128/32@4x8")
+    # One wave of four requests per round (three rounds): the steady engine's figures repeat within
+    # the wide tolerances, and the slower one's are 60% (output tok/s) and 200% (TPOT) off.
+    shapes = ("-m", "throughput", "-k", "not media", "--throughput-shapes", "128/32@4x4")
     saved, outcomes = run_suite(pytester, *shapes, "--engine-url", steady_engine.url, *WIDE,
                                 "--throughput-save", str(baseline))
     assert saved.ret == 0 and not failed(outcomes), saved.stdout.str()[-3000:]
@@ -173,11 +180,13 @@ def test_bad_throughput_options_stop_the_run_naming_option_and_value(pytester: p
 
 
 def test_throughput_under_xdist_runs_after_the_workers_alone_in_the_controller(pytester: pytest.Pytester) -> None:
+    # The order is the point, not the figures: the engine without its latency, one round of two requests.
     result, outcomes = run_suite(pytester, "-m", "throughput or text", "-k", "not media and not recall",
-                                 "--throughput-shapes", "128/32@2x4", "--throughput-rounds", "2", "-n", "2")
+                                 "--throughput-shapes", "128/32@2x2", "--throughput-rounds", "1", "-n", "2",
+                                 *NO_LATENCY)
     assert outcomes[f"{CHECK}[in128-out32]"] == "passed", result.stdout.str()[-3000:]
     assert not failed(outcomes), result.stdout.str()[-3000:]
     out = result.stdout.str()
     # The functional checks ran on the workers first; the measurement came after them, announced.
     assert out.index("functional checks done; now 1 measurement(s) (throughput) run one at a time") < out.index(
-        "128/32@2: 2 round(s) of 4 requests"), out[-3000:]
+        "128/32@2: 1 round(s) of 2 requests"), out[-3000:]
