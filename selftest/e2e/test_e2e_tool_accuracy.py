@@ -4,10 +4,14 @@ A clean engine passes the five checks when gated on a baseline it recorded itsel
 (a regression against itself, as the gate says, not accuracy);
 a parser that cuts 3% of the calls (``tool-args-intermittent``) is caught at the
 default set size; a deployment that calls a tool on every turn (``auto`` applied as
-``required``) is caught by the trigger check against the clean baseline; a baseline recorded with other
+``required``) is caught by the trigger check against the clean baseline (these two in
+one run of the whole set, each told by its own figures); a baseline recorded with other
 settings, or one that does not exist, is refused with the reason. And a clean engine
 passes in 20 runs out of 20, each with its own stream chunking and convention, so a
 threshold that a clean deployment's ordinary variation could cross would show here.
+
+The built-in engine runs without its latency model (``NO_LATENCY``), the baseline's
+recording too: these checks judge what the replies say, never how long they took.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from pathlib import Path
 
 import pytest
 from shared_files import made_once_per_run
-from suite_runner import REPO, failed, run_suite
+from suite_runner import NO_LATENCY, REPO, failed, run_suite
 
 from engine_acceptance.reference_engine.launcher import start_reference_engine
 from engine_acceptance.tool_accuracy.dataset import load_cases
@@ -44,7 +48,7 @@ FINISH = f"{CHECKS}finish_reason_is_tool_calls_exactly_when_tools_are_called"
 TRIGGER = f"{CHECKS}tool_call_triggers_match_the_baseline"
 # 40 of the 319 cases, every shape among them (as CI samples 80): for a defect that shows in any
 # sample, where the whole set (638 requests, ~20 s of CPU a run) proves nothing more. The clean run,
-# the 3% cut and the trigger counts stay on the whole set.
+# the 3% cut and the trigger counts (one run) stay on the whole set.
 SAMPLE = "--tool-accuracy-cases=40"
 
 
@@ -59,14 +63,14 @@ def _record_clean_baseline(path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "-c", str(REPO / "pytest.ini"), "--rootdir", str(REPO), str(REPO / "tests"),
          "-p", "no:cacheprovider", "-q", "-m", "tool_accuracy", f"--record-tool-baseline={path}",
-         f"--gate-json={where / 'gate.json'}"],
+         f"--gate-json={where / 'gate.json'}", *NO_LATENCY],
         cwd=where, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0 and path.is_file(), result.stdout[-3000:] + result.stderr[-2000:]
 
 
 def test_clean_engine_passes_gated_on_its_own_baseline(pytester: pytest.Pytester, clean_baseline: Path) -> None:
     result, outcomes = run_suite(pytester, "-m", "tool_accuracy", f"--tool-baseline={clean_baseline}",
-                                 "--convention=sglang")
+                                 "--convention=sglang", *NO_LATENCY)
     assert result.ret == 0 and set(outcomes) == ALL and not failed(outcomes), result.stdout.str()[-3000:]
     gate = json.loads((pytester.path / "gate.json").read_text(encoding="utf-8"))
     trigger = gate["figures"][f"tests/{TRIGGER}"]["tool_trigger_vs_baseline"]
@@ -75,9 +79,18 @@ def test_clean_engine_passes_gated_on_its_own_baseline(pytester: pytest.Pytester
     assert schema["n"] >= 600 and schema["k"] == schema["n"], schema
 
 
-def test_three_percent_of_calls_cut_is_caught_at_the_default_set_size(pytester: pytest.Pytester) -> None:
-    result, outcomes = run_suite(pytester, "-m", "tool_accuracy", "--inject=tool-args-intermittent")
-    assert SCHEMA in failed(outcomes), outcomes
+def test_three_percent_of_calls_cut_and_calls_where_none_is_needed_are_each_caught_on_the_whole_set(
+        pytester: pytest.Pytester, clean_baseline: Path) -> None:
+    # Two defects in one run of the whole set (one run fewer), told apart by what each breaks:
+    # tool-args-intermittent cuts the arguments of every 33rd call and moves no call (the schema check;
+    # selftest/tool_accuracy/test_set.py counts it alone), auto-tool-choice-as-required adds calls where
+    # none is needed, with arguments that fit (the trigger check). Their figures below are each one's alone:
+    # 3% of the calls cut (the added calls fit, or the share would be over 10%), the 74 added calls and
+    # nothing missed (a cut call is still a call).
+    result, outcomes = run_suite(pytester, "-m", "tool_accuracy", f"--tool-baseline={clean_baseline}",
+                                 "--inject=tool-args-intermittent", "--inject=auto-tool-choice-as-required",
+                                 *NO_LATENCY)
+    assert {SCHEMA, TRIGGER} <= failed(outcomes), outcomes
     output = result.stdout.str()
     assert "tool-call arguments that are JSON fitting the tool's schema:" in output
     assert "below the required 99.0%" in output and "arguments are not JSON" in output
@@ -86,33 +99,7 @@ def test_three_percent_of_calls_cut_is_caught_at_the_default_set_size(pytester: 
     # Every 33rd call is cut: the rate the defect promises, measured.
     assert 0.025 <= 1 - schema["rate"] <= 0.035, schema
 
-
-def test_refused_requests_fail_the_answered_check_grouped_by_kind(pytester: pytest.Pytester) -> None:
-    # After its first 20 chat requests the engine refuses every second one 503: about half of the 80
-    # requests of a 40-case sample (SAMPLE: the whole set is not needed to see it).
-    result, outcomes = run_suite(pytester, "-m", "tool_accuracy", "--inject=degrading-503", SAMPLE)
-    assert ANSWERED in failed(outcomes), outcomes
-    output = result.stdout.str()
-    assert "tool-accuracy requests answered with 2xx:" in output and "below the required 100.0%" in output
-    # One kind, counted, with its modes and cases: a rarer second kind could not hide behind it.
-    assert re.search(r"Errors by kind \(1\): \d+ x HTTP 503: .* \[non-streamed and streamed: ", output), output[-3000:]
-
-
-def test_calls_that_end_with_finish_reason_stop_are_caught(pytester: pytest.Pytester) -> None:
-    result, outcomes = run_suite(pytester, "-m", "tool_accuracy", "--inject=tool-calls-finish-stop", SAMPLE)
-    assert failed(outcomes) == {FINISH}, outcomes
-    assert ("replies whose finish_reason is 'tool_calls' exactly when they call tools (0 cut by max_tokens, not "
-            "judged):") in result.stdout.str()
-    assert "call(s), finish_reason 'stop'" in result.stdout.str()
-
-
-def test_calls_where_none_is_needed_are_caught_against_the_clean_baseline(pytester: pytest.Pytester,
-                                                                          clean_baseline: Path) -> None:
-    result, outcomes = run_suite(pytester, "-m", "tool_accuracy", f"--tool-baseline={clean_baseline}",
-                                 "--inject=auto-tool-choice-as-required")
-    assert TRIGGER in failed(outcomes), outcomes
-    assert "tool-call trigger F1 against the baseline reference.json" in result.stdout.str()
-    gate = json.loads((pytester.path / "gate.json").read_text(encoding="utf-8"))
+    assert "tool-call trigger F1 against the baseline reference.json" in output
     trigger = gate["figures"][f"tests/{TRIGGER}"]["tool_trigger_vs_baseline"]
     # The 37 cases that need no call, called anyway, non-streamed and streamed; nothing missed.
     assert (trigger["only_candidate_called"], trigger["only_reference_called"]) == (74, 0), trigger
@@ -123,14 +110,34 @@ def test_calls_where_none_is_needed_are_caught_against_the_clean_baseline(pytest
                                                                    "regression against itself"), entry
     assert (entry["provenance"]["engine"], entry["provenance"]["model"]) == ("vllm", "reference-model"), entry
     result.stdout.fnmatch_lines([f"*baseline (tool_accuracy): regression against itself, {clean_baseline}: vllm *"])
-    assert "not that they are accurate" in result.stdout.str()
+    assert "not that they are accurate" in output
+
+
+def test_refused_requests_fail_the_answered_check_grouped_by_kind(pytester: pytest.Pytester) -> None:
+    # After its first 20 chat requests the engine refuses every second one 503: about half of the 80
+    # requests of a 40-case sample (SAMPLE: the whole set is not needed to see it).
+    result, outcomes = run_suite(pytester, "-m", "tool_accuracy", "--inject=degrading-503", SAMPLE, *NO_LATENCY)
+    assert ANSWERED in failed(outcomes), outcomes
+    output = result.stdout.str()
+    assert "tool-accuracy requests answered with 2xx:" in output and "below the required 100.0%" in output
+    # One kind, counted, with its modes and cases: a rarer second kind could not hide behind it.
+    assert re.search(r"Errors by kind \(1\): \d+ x HTTP 503: .* \[non-streamed and streamed: ", output), output[-3000:]
+
+
+def test_calls_that_end_with_finish_reason_stop_are_caught(pytester: pytest.Pytester) -> None:
+    result, outcomes = run_suite(pytester, "-m", "tool_accuracy", "--inject=tool-calls-finish-stop", SAMPLE,
+                                 *NO_LATENCY)
+    assert failed(outcomes) == {FINISH}, outcomes
+    assert ("replies whose finish_reason is 'tool_calls' exactly when they call tools (0 cut by max_tokens, not "
+            "judged):") in result.stdout.str()
+    assert "call(s), finish_reason 'stop'" in result.stdout.str()
 
 
 def test_a_sample_of_the_set_is_gated_case_by_case_on_the_whole_sets_baseline_and_says_so(
         pytester: pytest.Pytester, clean_baseline: Path) -> None:
     # CI's way (--tool-accuracy-cases): 40 cases, 3 or 4 of each shape, the no-call ones among them.
     result, outcomes = run_suite(pytester, "-m", "tool_accuracy", f"--tool-baseline={clean_baseline}",
-                                 "--inject=auto-tool-choice-as-required", "--tool-accuracy-cases=40")
+                                 "--inject=auto-tool-choice-as-required", "--tool-accuracy-cases=40", *NO_LATENCY)
     assert TRIGGER in failed(outcomes), outcomes
     gate = json.loads((pytester.path / "gate.json").read_text(encoding="utf-8"))
     trigger = gate["figures"][f"tests/{TRIGGER}"]["tool_trigger_vs_baseline"]
@@ -190,7 +197,7 @@ def test_too_few_finished_replies_cannot_pass_the_stream_comparison(pytester: py
     profile = profile.replace("name: reference\n", "name: reference-cut\n").split("tool_accuracy:")[0]
     path = pytester.path / "reference-cut.yaml"
     path.write_text(profile + "tool_accuracy:\n  max_tokens: 6\n", encoding="utf-8")
-    result, outcomes = run_suite(pytester, "-m", "tool_accuracy", f"--profile={path}", SAMPLE)
+    result, outcomes = run_suite(pytester, "-m", "tool_accuracy", f"--profile={path}", SAMPLE, *NO_LATENCY)
     assert {STREAMED, FINISH} <= failed(outcomes), outcomes
     assert "cases had both replies run to their end" in result.stdout.str()
     assert "fewer than the 30 needed to judge streamed = non-streamed" in result.stdout.str()
