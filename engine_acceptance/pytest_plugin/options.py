@@ -69,16 +69,6 @@ def seconds_or_zero(raw: str) -> float:
     return value
 
 
-def at_least_one(raw: str) -> int:
-    try:
-        value = int(raw)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{raw!r} is not a whole number") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{raw!r} must be at least 1")
-    return value
-
-
 def whole_tokens(raw: str) -> int:
     """A token count; ``1_000_000`` is accepted as written."""
     from engine_acceptance.recall.haystack import MIN_RECALL_TOKENS
@@ -109,6 +99,11 @@ def _whole_number_at_least_one(raw: str, unit: str, what: str) -> int:
     if count < 1:
         raise argparse.ArgumentTypeError(f"{raw!r}: {what} needs at least 1 {unit[:-1]}")
     return count
+
+
+def prompts_at_once(raw: str) -> int:
+    """N, the recall prompts in flight at once: a whole number, at least 1."""
+    return _whole_number_at_least_one(raw, "prompts", "sending")
 
 
 def case_count(raw: str) -> int:
@@ -214,7 +209,7 @@ def add_options(parser: pytest.Parser) -> None:
         help="Recall prompt length in tokens (default: the model profile's context length, else the engine's "
              "max_model_len, minus room for the answer; an engine advertising less than the profile declares "
              "fails the long-context checks unless this asks for less)")
-    add("--recall-concurrency", type=at_least_one, default=1, metavar="N",
+    add("--recall-concurrency", type=prompts_at_once, default=1, metavar="N",
         help="The field-extraction prompts (one document, ten questions) sent N at a time instead of one after "
              "another, for an engine that batches its decoding; their TTFT and E2E are then not alone (default: 1)")
     add("--tokenizer", default=None, metavar="PATH",

@@ -115,7 +115,7 @@ def test_recall_runs_after_the_functional_checks_in_the_same_run(pytester: pytes
         ("--recall-tokens=2000000", "*--recall-tokens: '2000000': 2000000 tokens do not fit: the engine reports "
                                     "max_model_len 1048576*leaves 1047488*"),
         ("--tokenizer=missing.json", "*--tokenizer: 'missing.json': missing.json is not a file*"),
-        ("--recall-concurrency=0", "*--recall-concurrency: '0' must be at least 1*"),
+        ("--recall-concurrency=0", "*--recall-concurrency: '0': sending needs at least 1 prompt*"),
     ],
     ids=["not-a-number", "longer-than-the-engine-takes", "missing-tokenizer", "no-concurrency"],
 )
