@@ -46,9 +46,6 @@
 #   EA_ENGINE_EXTRA_ARGS     extra words appended to the server command line
 #   VLLM_CPU_KVCACHE_SPACE   KV cache in GiB (default 1: ~247k tokens, 7.5x a full 32k context;
 #                            each GiB adds ~1 GiB to the server's ~4.9 GiB resident size)
-#   VLLM_CPU_OMP_THREADS_BIND  the CPUs vLLM computes on (default: every CPU this process may use,
-#                            from /proc/self/status, e.g. 0-1); VLLM_CPU_NUM_OF_RESERVED_CPU
-#                            (default 0) the CPUs it keeps for its scheduler. See below for why.
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -100,15 +97,6 @@ export VLLM_HOST_IP=127.0.0.1
 # `rm -rf $EA_ENGINE_HOME` really resets and nothing lands elsewhere in $HOME.
 export VLLM_CACHE_ROOT="$EA_ENGINE_HOME/vllm-cache"
 export VLLM_CPU_KVCACHE_SPACE="${VLLM_CPU_KVCACHE_SPACE:-1}"
-# Compute on every core. Left to itself, vllm-cpu 0.32.0 binds its model's threads to one core
-# per rank and reserves the rest for its scheduler process ("core ids=[0]", "reserved_cpus=[1]",
-# "Reducing Torch threads from 2 to 1"): on this 2-core machine, half the CPU for the model. With
-# both (measured 2026-12-03 on Gemma 3 270M, 128 tokens, /tmp/bench.py of that session's notes):
-# 77 -> 57 ms a token alone, 220 -> 117-145 ms a token with four in flight, a first 2,000-token
-# prefill 37 -> 20 s. Its scheduler then shares the cores with the model's threads, which vLLM
-# warns may cost spin-wait contention; on two cores it is still the faster of the two.
-export VLLM_CPU_OMP_THREADS_BIND="${VLLM_CPU_OMP_THREADS_BIND:-$(awk '/^Cpus_allowed_list:/ {print $2}' /proc/self/status)}"
-export VLLM_CPU_NUM_OF_RESERVED_CPU="${VLLM_CPU_NUM_OF_RESERVED_CPU:-0}"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 
 # ---------------------------------------------------------------- setup
@@ -219,7 +207,7 @@ server_command() {
 }
 
 server_banner() {
-    echo "vLLM on $(url) (model $SERVED_MODEL_NAME, dtype $DTYPE, KV cache ${VLLM_CPU_KVCACHE_SPACE} GiB, compile=$COMPILE, CPUs $VLLM_CPU_OMP_THREADS_BIND)"
+    echo "vLLM on $(url) (model $SERVED_MODEL_NAME, dtype $DTYPE, KV cache ${VLLM_CPU_KVCACHE_SPACE} GiB, compile=$COMPILE)"
 }
 
 engine_main "$@"; exit $?  # on one line: bash never reads past it, so editing a running script is safe
