@@ -10,7 +10,9 @@ model (a pretrained model never stops by itself; the reference engine reasons, t
 at length). The choices of ``n`` are sampled (vLLM refuses ``n > 1`` at temperature 0) and may
 still say the same: what is checked is that each is there, indexed and counted, not that they
 differ. Each choice is cut at ``max_tokens``, which is how usage can be checked to count all of
-them; an engine that ignores ``max_tokens`` fails that check too. ``logprobs`` must give one
+them exactly; a sampled choice the model ends by itself (it happens, at temperature 1) bounds the
+count instead, at least one token and at most ``max_tokens`` for it. An engine that ignores
+``max_tokens`` fails that check too. ``logprobs`` must give one
 entry per generated token with ``top_logprobs`` alternatives, none repeated (vLLM issues 3179,
 4795 and 5699 are logprobs of the wrong shape or out of step with the stream). ``seed`` is
 observed, not gated: two sampled requests with one seed should say the same, and a warning says
@@ -113,14 +115,26 @@ async def test_n_choices_are_indexed_and_usage_counts_them_all(chat, stream) -> 
     indexes = [choice.index for choice in choices]
     assert sorted(indexes, key=str) == list(range(n)), (
         f"n={n} asks for {n} choices indexed 0..{n - 1}, the reply has {len(choices)} with indexes {indexes}")
-    cut = [choice.index for choice in choices if choice.finish_reason != "length"]
-    assert not cut, (f"n={n}, max_tokens={limit} on a prompt that asks for a long answer: choices {cut} did not "
-                     f"end with 'length' ({[choice.finish_reason for choice in choices]})")
+    reasons = [choice.finish_reason for choice in choices]
+    odd = [choice.index for choice in choices if choice.finish_reason not in ("length", "stop")]
+    assert not odd, f"n={n}, max_tokens={limit}: choices {odd} end with neither 'length' nor 'stop' ({reasons})"
     assert reply.usage is not None, "no usage in the reply" + (" (stream_options.include_usage was set)" if stream
                                                               else "")
-    assert reply.usage.completion_tokens == n * limit, (
-        f"{n} choices each cut at max_tokens={limit} are {n * limit} completion tokens, usage.completion_tokens "
-        f"says {reply.usage.completion_tokens}")
+    counted = reply.usage.completion_tokens
+    # The prompt asks for a long answer, so each choice is normally cut at max_tokens and the
+    # choices are n x max_tokens tokens exactly. Sampled at temperature 1, a real model may still end
+    # one by itself within a few tokens (pretrained Gemma 3 270M on vLLM did, 1 of 3, 2026-12-03):
+    # that choice's length is unknown, but it is at least one token and at most max_tokens.
+    stopped = reasons.count("stop")
+    if not stopped:
+        assert counted == n * limit, (
+            f"{n} choices each cut at max_tokens={limit} are {n * limit} completion tokens, "
+            f"usage.completion_tokens says {counted}")
+    else:
+        least = (n - stopped) * limit + stopped
+        assert least <= counted <= n * limit, (
+            f"{n} choices, {n - stopped} cut at max_tokens={limit} and {stopped} ended by the model ({reasons}), "
+            f"are {least} to {n * limit} completion tokens, usage.completion_tokens says {counted}")
 
 
 async def test_logprobs_have_one_entry_per_token_with_k_distinct_alternatives(chat, stream) -> None:
