@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -23,7 +24,7 @@ from engine_acceptance.wire.sse import SSEEvent
 from engine_acceptance.wire.stream_contract import chunks_of
 
 __all__ = ["ERROR_SHAPES", "Choice", "choices_of", "error_body_of", "error_shape_problem", "json_problems",
-           "logprob_problems", "logprobs_of"]
+           "json_object_prefix_problem", "logprob_problems", "logprobs_of"]
 
 # What a refusal's body looks like, by engine profile's `features.error_shape`.
 ERROR_SHAPES = {
@@ -81,6 +82,56 @@ def json_problems(content: str, schema: Mapping[str, Any] | None) -> list[str]:
     return [f"{'/'.join(map(str, error.absolute_path)) or '(top level)'}: {error.message}"
             for error in sorted(validator.iter_errors(parsed), key=lambda e: list(e.absolute_path))]
 
+
+
+# What may follow the cut text to end the value it was in: nothing, a value after a key's colon,
+# a colon and a value after a key, or the rest of a literal or a number.
+_VALUE_ENDINGS = ("", "null", ":null", "0", "e", "ue", "rue", "se", "lse", "alse", "l", "ll", "ull")
+
+
+def json_object_prefix_problem(content: str) -> str | None:
+    """Why `content` cannot be the start of one JSON object; None when some continuation makes it one.
+
+    For a reply cut at max_tokens: an engine that keeps to response_format json_object writes
+    JSON from the first character, so what it wrote before the cut must still begin an object.
+    Its strings, arrays and objects are closed, and the value it was writing ended by one of a
+    few endings, until one of them parses as an object.
+    """
+    text = content.strip()
+    if not text.startswith("{"):
+        return f"the content does not begin a JSON object: {_short(content, 200)!r}"
+    closers: list[str] = []
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif char == "\\":
+                escaped = True
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            closers.append("}" if char == "{" else "]")
+        elif char in "}]":
+            if not closers or closers.pop() != char:
+                return f"the content closes a bracket it never opened: {_short(content, 200)!r}"
+            if not closers:
+                break
+    if in_string:
+        # End the string where it was cut, without half an escape.
+        text = re.sub(r"\\(u[0-9a-fA-F]{0,3})?$", "", text) + '"'
+    closing = "".join(reversed(closers))
+    for body in (text, text.rstrip().removesuffix(",")):
+        for ending in _VALUE_ENDINGS:
+            try:
+                parsed = json.loads(body + ending + closing)
+            except ValueError:
+                continue
+            if isinstance(parsed, dict):
+                return None
+    return f"the content is not the start of a JSON object: {_short(content, 200)!r}"
 
 @dataclass
 class Choice:

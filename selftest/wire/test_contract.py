@@ -17,6 +17,7 @@ from engine_acceptance.wire.contract import (
     choices_of,
     error_body_of,
     error_shape_problem,
+    json_object_prefix_problem,
     json_problems,
     logprob_problems,
     logprobs_of,
@@ -81,6 +82,27 @@ def test_json_problems(content: str, schema: dict[str, Any] | None, problem: str
     found = json_problems(content, schema)
     assert (not found) if problem is None else any(problem in item for item in found), found
 
+
+
+@pytest.mark.parametrize(("content", "problem"), [
+    ('{\n "answer": "yes",\n "answer_key": "answer_', None),  # cut in a key (llama.cpp, Gemma 3 270M)
+    ('{"a": 1, "b": [1, {"c": tr', None),
+    ('{"a":', None),
+    ('{"a"', None),
+    ('{"a": 1,', None),
+    ('{"a": "x\\u00', None),
+    ('{"a": -1.5e', None),
+    ('{', None),
+    ('Sure! {"a": 1', "does not begin a JSON object"),  # what an engine ignoring response_format writes
+    ('[1, 2', "does not begin a JSON object"),
+    ('{"a": 1}}', "not the start of a JSON object"),
+    ('{"a": 1} and more', "not the start of a JSON object"),
+    ('{"a" 1', "not the start of a JSON object"),
+    ('{"a": nope', "not the start of a JSON object"),
+])
+def test_json_object_prefix_problem(content: str, problem: str | None) -> None:
+    found = json_object_prefix_problem(content)
+    assert found is None if problem is None else (found is not None and problem in found), found
 
 def _body(*choices: tuple[int, str, str]) -> dict[str, Any]:
     return {"choices": [{"index": index, "message": {"role": "assistant", "content": content},
