@@ -83,7 +83,6 @@ def json_problems(content: str, schema: Mapping[str, Any] | None) -> list[str]:
             for error in sorted(validator.iter_errors(parsed), key=lambda e: list(e.absolute_path))]
 
 
-
 # What may follow the cut text to end the value it was in: nothing, a value after a key's colon,
 # a colon and a value after a key, or the rest of a literal or a number.
 _VALUE_ENDINGS = ("", "null", ":null", "0", "e", "ue", "rue", "se", "lse", "alse", "l", "ll", "ull")
@@ -116,7 +115,7 @@ def json_object_prefix_problem(content: str) -> str | None:
             closers.append("}" if char == "{" else "]")
         elif char in "}]":
             if not closers or closers.pop() != char:
-                return f"the content closes a bracket it never opened: {_short(content, 200)!r}"
+                return f"the content closes a bracket it did not open: {_short(content, 200)!r}"
             if not closers:
                 break
     if in_string:
@@ -132,6 +131,7 @@ def json_object_prefix_problem(content: str) -> str | None:
             if isinstance(parsed, dict):
                 return None
     return f"the content is not the start of a JSON object: {_short(content, 200)!r}"
+
 
 @dataclass
 class Choice:
