@@ -60,13 +60,12 @@ out=${EA_REAL_ENGINE_OUT:-real-engine-results}
 recall_tokens=${EA_RECALL_TOKENS:-2048}
 # The converted model's tokenizer (scripts/real_engine.sh puts it there).
 tokenizer=${EA_TOKENIZER:-${EA_ENGINE_HOME:-$HOME/.cache/engine-acceptance/real-engine}/model/gemma-3-270m/tokenizer.json}
-# The open-loop SLO cell (issue 18): 16 requests of 128/32 at 1 req/s, Poisson, seed 0. Gemma on
-# this CPU takes ~110 ms to a first token and ~65 ms a token alone, ~350 ms and ~68 ms with 4 in
-# flight (benchmarks/README.md); the limits are a few times that, so the cell says whether the
-# deployment keeps an interactive SLO under open-loop arrivals, not how noisy the CI machine is.
-slo_ttft_ms=${EA_SLO_TTFT_MS:-2000}
-slo_tpot_ms=${EA_SLO_TPOT_MS:-250}
-slo_e2e_ms=${EA_SLO_E2E_MS:-12000}
+# The open-loop SLO cell (issue 18): 16 requests of 128/32, Poisson, seed 0, at half the rate
+# vLLM's own 128/32@4 smoke cell completed minutes earlier, with limits a few times that cell's
+# P99s (scripts/slo_from_smoke.py says why and how much): a ratio of the engine to itself, so
+# the verdict does not depend on the shared machine's speed that hour. Fixed limits (2 s TTFT,
+# 250 ms TPOT at 1 req/s) failed every request on a slow hour, 2026-12-03. EA_SLO_RATE,
+# EA_SLO_TTFT_MS, EA_SLO_TPOT_MS and EA_SLO_E2E_MS set fixed ones instead (all four).
 mkdir -p "$out"
 stage() { printf '\n== real engines: %s (%s)\n' "$1" "$(date +%H:%M:%S)"; }
 
@@ -93,11 +92,19 @@ echo "comparison of the two real engines: exit code $compared, $(( $(date +%s) -
 
 stage "tool-call accuracy on vLLM, gated on its recorded baseline; one open-loop SLO cell"
 started=$(date +%s)
+if [ -n "${EA_SLO_RATE:-}" ]; then
+    read -r slo_rate slo_ttft_ms slo_tpot_ms slo_e2e_ms <<<"$EA_SLO_RATE $EA_SLO_TTFT_MS $EA_SLO_TPOT_MS $EA_SLO_E2E_MS"
+    echo "SLO cell as given: rate $slo_rate req/s, limits ttft $slo_ttft_ms ms, tpot $slo_tpot_ms ms, e2e $slo_e2e_ms ms"
+else
+    read -r slo_rate slo_ttft_ms slo_tpot_ms slo_e2e_ms \
+        < <("$python_bin" scripts/slo_from_smoke.py "$out/compare/vllm-cpu/acceptance/throughput.json")
+fi
+[ -n "$slo_e2e_ms" ] || { echo "no SLO cell to run: its rate and limits are missing (above)" >&2; exit 1; }
 set +e
 "$python_bin" -m pytest -p no:cacheprovider --engine-url="$vllm_url" --model="$vllm_model" -m "tool_accuracy or slo" \
     --tool-baseline=fixtures/tool_baselines/gemma-3-270m-vllm-0.32-cpu.json --tool-accuracy-cases=80 \
     --request-timeout=600 \
-    --slo=ttft=$slo_ttft_ms,tpot=$slo_tpot_ms,e2e=$slo_e2e_ms --request-rate=1 --slo-requests=16 \
+    --slo=ttft=$slo_ttft_ms,tpot=$slo_tpot_ms,e2e=$slo_e2e_ms --request-rate=$slo_rate --slo-requests=16 \
     --idle-timeout=120 --gate-json="$out/tool-accuracy/gate.json" --alluredir="$out/tool-accuracy/allure-results"
 accuracy=$?
 set -e
