@@ -93,13 +93,14 @@ echo "comparison of the two real engines: exit code $compared, $(( $(date +%s) -
 stage "tool-call accuracy on vLLM, gated on its recorded baseline; one open-loop SLO cell"
 started=$(date +%s)
 if [ -n "${EA_SLO_RATE:-}" ]; then
-    read -r slo_rate slo_ttft_ms slo_tpot_ms slo_e2e_ms <<<"$EA_SLO_RATE $EA_SLO_TTFT_MS $EA_SLO_TPOT_MS $EA_SLO_E2E_MS"
-    echo "SLO cell as given: rate $slo_rate req/s, limits ttft $slo_ttft_ms ms, tpot $slo_tpot_ms ms, e2e $slo_e2e_ms ms"
+    slo_cell="$EA_SLO_RATE $EA_SLO_TTFT_MS $EA_SLO_TPOT_MS $EA_SLO_E2E_MS"
+    echo "SLO cell as given (EA_SLO_*): rate, ttft, tpot, e2e = $slo_cell"
 else
-    read -r slo_rate slo_ttft_ms slo_tpot_ms slo_e2e_ms \
-        < <("$python_bin" scripts/slo_from_smoke.py "$out/compare/vllm-cpu/acceptance/throughput.json")
+    # The script says on stderr where the figures came from, or why there are none.
+    slo_cell=$("$python_bin" scripts/slo_from_smoke.py "$out/compare/vllm-cpu/acceptance/throughput.json") \
+        || { echo "no SLO cell to run: vLLM's smoke figures are missing (above)" >&2; exit 1; }
 fi
-[ -n "$slo_e2e_ms" ] || { echo "no SLO cell to run: its rate and limits are missing (above)" >&2; exit 1; }
+read -r slo_rate slo_ttft_ms slo_tpot_ms slo_e2e_ms <<<"$slo_cell"
 set +e
 "$python_bin" -m pytest -p no:cacheprovider --engine-url="$vllm_url" --model="$vllm_model" -m "tool_accuracy or slo" \
     --tool-baseline=fixtures/tool_baselines/gemma-3-270m-vllm-0.32-cpu.json --tool-accuracy-cases=80 \
