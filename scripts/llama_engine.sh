@@ -13,6 +13,7 @@
 #                                                 # server it started (even on error or
 #                                                 # signal); exits with CMD's status
 #   scripts/llama_engine.sh url   [--port N]      # print http://127.0.0.1:PORT
+#   scripts/llama_engine.sh model                 # print the served model name requests use
 #   scripts/llama_engine.sh status [--port N]     # exit 0 if the server answers /v1/models
 #
 # Why it is built this way:

@@ -12,6 +12,7 @@
 #                                                # server it started (even on error or
 #                                                # signal); exits with CMD's status
 #   scripts/real_engine.sh url   [--port N]      # print http://127.0.0.1:PORT
+#   scripts/real_engine.sh model                 # print the served model name requests use
 #   scripts/real_engine.sh status [--port N]     # exit 0 if the server answers /health
 #
 # Why it is built this way:

@@ -16,7 +16,7 @@
 #                  left alone), exit with CMD's status
 #   cmd_status, usage (the script's header from line 2 to the end of its
 #   "Usage:" block), engine_main (option parsing and the subcommands
-#   setup|start|stop|run|url|status)
+#   setup|start|stop|run|url|model|status)
 # Also sets HOST=127.0.0.1 (loopback only) and STOP_TIMEOUT=30 (seconds).
 #
 # The sourcing script defines, before it calls engine_main:
@@ -321,6 +321,7 @@ engine_main() {
         stop) cmd_stop ;;
         run) cmd_run "$@" ;;
         url) url ;;
+        model) echo "$SERVED_MODEL_NAME" ;;
         status) cmd_status ;;
         -h|--help|help|"") usage ;;
         *) die "unknown subcommand: $sub (see --help)" ;;
