@@ -2,7 +2,7 @@
 
 Every check must be shown to fail on its defect (DESIGN.md): a self-test runs the suite
 against the reference engine started with ``--inject NAME`` and expects that check to fail.
-This lists, for each defect of ``engine_acceptance.reference_engine.defects.DEFECTS``, the
+This lists, for each defect of ``engine_acceptance.reference_engine.defect_names.DEFECTS``, the
 self-test files that run the suite (``run_suite``, ``runpytest``, ``compare``) and name it,
 prints how many defects have such a proof, and exits 1 when one has none. CI prints it
 after the self-tests, so a speed-up that drops a proof shows as a smaller count.
@@ -16,7 +16,7 @@ import re
 import sys
 from pathlib import Path
 
-from engine_acceptance.reference_engine.defects import DEFECTS
+from engine_acceptance.reference_engine.defect_names import DEFECTS
 
 ROOT = Path(__file__).resolve().parent.parent
 # A self-test file that runs the suite or the comparison against a reference engine.

@@ -163,7 +163,7 @@ def _parse_reference(text: str) -> EngineSpec:
             raise CompareUsageError(f"--reference {text!r}: {key}={value!r} is not a "
                                     f"{REFERENCE_KEYS[key].__name__}") from None
     if "inject" in settings:
-        from engine_acceptance.reference_engine.defects import UnknownDefectError, validate_defects
+        from engine_acceptance.reference_engine.defect_names import UnknownDefectError, validate_defects
 
         try:
             validate_defects(settings["inject"].split("+"))

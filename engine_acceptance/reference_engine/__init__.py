@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from .config import DEFAULT_MAX_MODEL_LEN, DEFAULT_MODEL, LatencyModel, ReferenceEngineConfig
 from .conventions import CONVENTIONS, REFERENCE_VERSION, Convention, get_convention
-from .defects import DEFECTS, UnknownDefectError, validate_defects
+from .defect_names import DEFECTS, UnknownDefectError, validate_defects
 from .launcher import RunningReferenceEngine, start_reference_engine
 from .server import build_app
 from .tokenizer import ReferenceTokenizer, get_tokenizer

@@ -26,10 +26,10 @@ from collections.abc import Sequence
 
 from aiohttp import web
 
-from .config import DEFAULT_MAX_MODEL_LEN, DEFAULT_MODEL, LatencyModel, ReferenceEngineConfig
+from .config import (API_KEY_ENV, DEFAULT_MAX_MODEL_LEN, DEFAULT_MODEL, LISTENING_PREFIX, LatencyModel,
+                     ReferenceEngineConfig)
 from .conventions import CONVENTIONS
-from .defects import DEFECTS, UnknownDefectError, validate_defects
-from .launcher import API_KEY_ENV, LISTENING_PREFIX
+from .defect_names import DEFECTS, UnknownDefectError, validate_defects
 from .precise_loop import precise_event_loop
 from .server import build_app
 

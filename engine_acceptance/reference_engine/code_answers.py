@@ -10,10 +10,8 @@ list built from the input (never a mutation of it), in a fenced block as models 
 from __future__ import annotations
 
 import re
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .responder import Conversation
+from .conversation import Conversation
 
 __all__ = ["HOSTILE_MARKER_PATH", "code_rule", "hostile_function", "requested_function"]
 

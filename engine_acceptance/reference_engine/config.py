@@ -9,12 +9,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .conventions import CONVENTIONS
-from .defects import validate_defects
+from .defect_names import validate_defects
 
-__all__ = ["DEFAULT_MAX_MODEL_LEN", "DEFAULT_MODEL", "LatencyModel", "ReferenceEngineConfig"]
+__all__ = ["API_KEY_ENV", "DEFAULT_MAX_MODEL_LEN", "DEFAULT_MODEL", "LISTENING_PREFIX", "LatencyModel",
+           "ReferenceEngineConfig"]
 
 DEFAULT_MODEL = "reference-model"
 DEFAULT_MAX_MODEL_LEN = 32768
+
+# The contract between the command (``__main__``) and the launcher that starts it and reads
+# its output: the line that says where it listens, and where the API key is handed over.
+# Here, not in either of them: the launcher runs the command's main in a forked engine, so
+# the command importing the launcher for these would close a circle.
+LISTENING_PREFIX = "engine-acceptance reference engine listening on "
+API_KEY_ENV = "REFERENCE_ENGINE_API_KEY"
 
 
 @dataclass(frozen=True)

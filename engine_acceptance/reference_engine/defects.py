@@ -2,8 +2,8 @@
 
 Every acceptance test must be shown to fail on the defect it exists to catch. The
 self-tests start the reference engine with `--inject NAME` and expect the matching
-test to fail. `DEFECTS` is the registry (name -> what it breaks); `DefectHooks` is
-where each defect takes effect, called by the server at fixed points of a reply.
+test to fail. `DEFECTS` (`defect_names.py`) is the registry (name -> what it breaks);
+`DefectHooks` is where each defect takes effect, called by the server at fixed points of a reply.
 """
 
 from __future__ import annotations
@@ -17,234 +17,29 @@ import re
 import secrets
 import sys
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from .chat_template import MEDIA_PLACEHOLDERS
 from .code_answers import hostile_function
-from .faults import FAULTS
+from .defect_names import FIREWALLED_PATH, MEDIA_DECODE_CRASH, SLOW_FIRST_TOKEN_S, TOOL_PARSER_CRASH
 from .generation import THINK_CLOSE, THINK_OPEN, Generation, Piece, ToolCallOut
 from .retrieval import corrupt_first_code, drop_middle
-from .vision import ImageFacts, SeenMedia
+from .media_facts import ImageFacts, SeenMedia
 
 if TYPE_CHECKING:
     from .protocol import ChatRequest, MediaError, RequestError, Sampling
-    from .responder import Answer, ThinkingMode
+    from .conversation import ThinkingMode
+    from .responder import Answer
     from .tools import ToolRequest
 
 # Exit status of a reference engine that "crashed" on corrupt media (media-crash) or an invalid value
 # (bad-params-crash).
 MEDIA_CRASH_EXIT_CODE = 70
 
-__all__ = ["CONTRACT_PARAMS", "DEFECTS", "INTERMITTENT_TOOL_CALL_PERIOD", "MEDIA_CRASH_EXIT_CODE", "DefectHooks", "UnknownDefectError",
-           "decode_each_byte", "validate_defects"]
-
-# slow-first-token: how late the first token of every reply comes.
-SLOW_FIRST_TOKEN_S = 1.0
-# tool-parser-400: vLLM's words when its tool parser raises (the issue's proxy answered exactly this).
-TOOL_PARSER_CRASH = ("Error in extracting tool call from response: JSONDecodeError: Expecting ',' delimiter: "
-                     "line 1 column 24 (char 23)")
-# media-decode-400: Pillow's words for bytes it cannot read, as vLLM passes them on.
-MEDIA_DECODE_CRASH = "Failed to load image: cannot identify image file <_io.BytesIO object at 0x7f3a2c1b9e40>"
-# firewall-403: the one route a proxy in front of the engine blocks.
-FIREWALLED_PATH = "/v1/responses"
-
-DEFECTS: dict[str, str] = {
-    "reasoning-leak": (
-        "streamed chat only: reasoning is sent inside content wrapped in <think>...</think>"
-        " and the reasoning field stays empty (a parser that judged state from the whole prompt)"
-    ),
-    "no-done": "streams never send 'data: [DONE]'; the connection closes after the last chunk",
-    "bad-usage": "usage.total_tokens = prompt + completion + 1, streamed and not",
-    "media-500": (
-        "corrupt media is answered with HTTP 500 and an InternalServerError body instead of 400"
-        " (SGLang in seed 001: PIL and TorchCodec errors wrapped as RuntimeError)"
-    ),
-    "media-crash": (
-        "the engine process dies while decoding corrupt media: that request gets no answer and"
-        " nothing is served afterwards (the listener is gone)"
-    ),
-    "black-pure-color": (
-        "an image of one single colour is seen as black (MiniMax-M3 on vLLM and SGLang in seed 001);"
-        " bordered images, charts and video are seen correctly"
-    ),
-    "empty-content": "chat content is '' in every reply, streamed and not; reasoning unaffected",
-    "ignore-thinking-off": (
-        "thinking stays on when a request turns it off (thinking_mode: disabled, enable_thinking: false):"
-        " reasoning is still returned"
-    ),
-    "single-tool-call": "of several parallel tool calls only the first is returned, streamed and not",
-    "bad-tool-json": "tool-call arguments are a Python dict repr ({'city': '广州'}), not JSON, streamed and not",
-    "tool-markup-in-content": (
-        "the raw <tool_call> markup the tool parser consumed is left in content as well, streamed and not"
-    ),
-    "tool-stream-index-zero": (
-        "streamed tool-call fragments all carry index 0, so parallel calls merge into one when reassembled"
-    ),
-    "ignore-tool-choice": "tool_choice 'none' and a forced named tool are ignored and treated as 'auto'",
-    "malicious-code": (
-        "a request for a Python function is answered with a hostile one: it reads the environment, writes"
-        " outside its directory, opens a socket, fork-bombs and loops forever"
-    ),
-    "early-eos": (
-        "completions ignore 'ignore_eos': the continuation stops at its natural end of sequence"
-        " (about 54 tokens), so a fixed-length load gets fewer output tokens than it asked for"
-    ),
-    "drop-middle": (
-        "the model never reads the middle 40% of a long message (over 4096 characters), as a truncating"
-        " engine would; usage still counts the whole prompt"
-    ),
-    "usage-off-by-one": "usage.prompt_tokens (and total_tokens with it) is one more than the prompt has",
-    "corrupt-code": "the first code like jade-50-1-259920 in an answer has its last digit changed",
-    "media-cache-by-size": (
-        "the multimodal processor cache is keyed by an image's size, not its content: an image the size of one"
-        " seen before is read as that one (two 512x512 images in one request come back as the first twice)"
-    ),
-    # API contract (issue 15): structured outputs, error codes, sampling parameters.
-    "ignore-response-format": (
-        "response_format is validated but not applied: the reply is free text instead of JSON, streamed and not"
-    ),
-    "structured-reasoning-in-content": (
-        "with response_format and thinking on, the reasoning is written into content ahead of the JSON and the"
-        " reasoning field stays empty (a grammar applied to the whole output, reasoning included)"
-    ),
-    "schema-500": (
-        "a response_format schema that cannot be compiled gets HTTP 500 with an empty InternalServerError"
-        " message instead of 400 (vLLM issue 57725)"
-    ),
-    "bad-params-500": (
-        "invalid request values (temperature < 0, n < 1, max_tokens < 1, an unknown model, malformed messages,"
-        " a prompt longer than the context) get HTTP 500 instead of 400/404"
-    ),
-    "accept-bad-params": (
-        "invalid request values are answered 200 as if valid: the values are dropped, the messages repaired,"
-        " an over-long prompt truncated"
-    ),
-    "bad-params-crash": (
-        "the engine process dies on an invalid request value: that request gets no answer and nothing is"
-        " served afterwards"
-    ),
-    "error-body-plain": (
-        "refusals of invalid request values keep their 4xx status but the body is plain text, not an error object"
-    ),
-    "stop-included": "a stop string ends the reply but is left at the end of the content",
-    "max-tokens-ignored": "chat max_tokens is ignored: the reply runs to its natural end (finish_reason 'stop')",
-    "n-ignored": "chat n > 1 is accepted but only one choice is generated, and usage counts one",
-    "max-completion-tokens-ignored": (
-        "chat max_completion_tokens is accepted and ignored (max_tokens is still honoured): the reply runs to its"
-        " natural end"
-    ),
-    "top-logprobs-duplicated": (
-        "each token's top_logprobs lists the generated token k times instead of the k most likely distinct"
-        " tokens, streamed and not"
-    ),
-    "stream-logprobs-repeated": (
-        "streamed logprobs: the finish chunk repeats every entry the deltas already carried, so a stream has"
-        " twice as many entries as tokens"
-    ),
-    "seed-ignored": "a sampled chat request's seed is ignored: the same seed twice gives different replies",
-    # The Responses API (issue 15): /v1/responses.
-    "responses-bad-usage": "responses: usage.total_tokens = input_tokens + output_tokens + 1, streamed and not",
-    "responses-events-out-of-order": (
-        "responses, streamed: the message's response.output_item.added is sent after its first"
-        " response.output_text.delta"
-    ),
-    "responses-completed-text-truncated": (
-        "responses, streamed: the message in response.completed holds only the last output_text delta, while the"
-        " deltas and output_text.done carry the whole text (vLLM PR 30223)"
-    ),
-    "responses-call-id-changed": (
-        "responses, streamed: the function_call items of the stream carry one call_id and response.completed"
-        " another (vLLM PR 47916)"
-    ),
-    "responses-reasoning-in-output": (
-        "responses: no reasoning item; the reasoning is written into the message's output_text inside"
-        " <think>...</think>, streamed and not"
-    ),
-    # Transport faults (stalls, resets, 503 storms, huge replies, ...): applied by faults.FaultInjector.
-    **FAULTS,
-    # The wire, read raw (issue 15): what a streamed chat completion's chunks, bytes and headers say.
-    "no-role-first-chunk": (
-        "streamed chat: the first chunk of each choice carries no role (an empty delta); the role comes with"
-        " the first piece of output instead"
-    ),
-    "usage-on-finish-chunk": (
-        "streamed chat with stream_options.include_usage: usage is attached to the finish_reason chunk (choices"
-        " not empty) and no final usage chunk with empty choices is sent"
-    ),
-    "no-continuous-usage": (
-        "stream_options.continuous_usage_stats is accepted and ignored: usage comes only in the final chunk"
-    ),
-    "finish-reason-twice": (
-        "streamed chat: each choice's last output chunk already carries its finish_reason, and the finish chunk"
-        " repeats it"
-    ),
-    "split-char-replacement": (
-        "the detokenizer decodes each byte-fallback token alone, so a character the vocabulary lacks (an emoji,"
-        " four UTF-8 bytes, four tokens) becomes four U+FFFD in content and reasoning, streamed and not"
-    ),
-    "stream-content-type-json": (
-        "a streamed chat reply is labelled Content-Type: application/json instead of text/event-stream"
-        " (its body is still SSE)"
-    ),
-    "tool-index-from-one": (
-        "streamed tool-call fragments are indexed from 1 (1, 2, ...): merged by index they still give the right"
-        " calls, but a client that fills an array by index gets a hole at 0"
-    ),
-    # Cancellation (issue 15): what the engine does when a client disconnects.
-    "disconnect-keeps-generating": (
-        "a request whose client disconnected is not aborted: it goes on generating to its end (max_tokens when it"
-        " asked ignore_eos), counted running and holding its KV cache until then (a leaked request, as when an"
-        " engine never hears of the disconnect)"
-    ),
-    "disconnect-wedge": (
-        "after a client disconnects mid-stream the engine stops answering new chat requests: they are accepted,"
-        " counted waiting, and never answered (the disconnected requests themselves are freed)"
-    ),
-    # A second real engine (issue 16): what llama.cpp's server does with a text-only model.
-    "media-ignored": (
-        "image and video parts are accepted (corrupt ones still refused) and dropped before the prompt is"
-        " rendered: no placeholder tokens in usage.prompt_tokens, and the answer is made as if no media was"
-        " sent (llama.cpp's server 0.3.36 with a GGUF and no CLIP model)"
-    ),
-    # Intermittent faults (issue 17): what one sample cannot see, a rate over hundreds can.
-    "tool-args-intermittent": (
-        "3% of tool calls (every 33rd, counted across the engine's replies) have their arguments cut mid-JSON,"
-        " streamed and not (real tool parsers fail like this intermittently)"
-    ),
-    "auto-tool-choice-as-required": (
-        "tool_choice 'auto' is applied as 'required': every turn with tools calls one, even where the question"
-        " needs none or the tool results have just arrived"
-    ),
-    "tool-calls-finish-stop": (
-        "a reply that calls tools ends with finish_reason 'stop' instead of 'tool_calls', streamed and not (as"
-        " vLLM answered a named tool_choice)"
-    ),
-    # What one request of a check cannot see, K trials can.
-    "ignore-thinking-off-1-in-5": (
-        "every 5th identical request with thinking turned off still returns reasoning (counted per request body:"
-        " five identical requests sent together always include exactly one faulty reply)"
-    ),
-    # Service-level objectives (issue 18): figures fine for throughput, too slow for an SLO.
-    "slow-first-token": (
-        f"chat and completions: the first token of every reply comes {SLOW_FIRST_TOKEN_S:g} s late, at any load"
-        " (a prefill that waits for a batch that never fills); later tokens keep their pace"
-    ),
-    # Faults that answer 4xx (issue 26): not a refusal of the capability, so not "not served".
-    "tool-parser-400": (
-        "every chat request that offers tools (tool_choice other than 'none') is answered 400 in vLLM's error"
-        f" shape: {TOOL_PARSER_CRASH!r} (a tool parser that crashes)"
-    ),
-    "media-decode-400": (
-        "every chat request with an image or video part is answered 400"
-        f" {MEDIA_DECODE_CRASH!r}, though the media are valid (a broken decoder)"
-    ),
-    "firewall-403": (
-        f"POST {FIREWALLED_PATH} is answered 403 with the plain-text body 'Forbidden' (a proxy or firewall in"
-        " front of the engine)"
-    ),
-}
+__all__ = ["CONTRACT_PARAMS", "INTERMITTENT_TOOL_CALL_PERIOD", "MEDIA_CRASH_EXIT_CODE", "DefectHooks",
+           "decode_each_byte"]
 
 # ignore-thinking-off-1-in-5: every this-many-th identical request is the faulty one.
 THINKING_OFF_FAULT_EVERY = 5
@@ -258,31 +53,9 @@ CONTRACT_PARAMS = frozenset({"temperature", "top_p", "n", "max_tokens", "max_com
                              "messages", "stop"})
 
 
-class UnknownDefectError(ValueError):
-    """A defect name that is not in the registry."""
-
-    def __init__(self, unknown: Iterable[str]) -> None:
-        self.unknown = sorted(unknown)
-        super().__init__(
-            f"unknown defect(s): {', '.join(self.unknown)}; valid: {', '.join(sorted(DEFECTS))}"
-        )
-
-
 def _cut_arguments(call: ToolCallOut) -> ToolCallOut:
     """The call with its arguments cut in the middle: never JSON, since an object's closing brace is gone."""
     return dataclasses.replace(call, arguments=call.arguments[:max(1, len(call.arguments) // 2)])
-
-
-def validate_defects(names: Iterable[str]) -> frozenset[str]:
-    """The names as a frozenset; UnknownDefectError if any is not registered."""
-    if isinstance(names, str):
-        # A lone string would otherwise be split into characters.
-        names = (names,)
-    chosen = frozenset(names)
-    unknown = chosen - DEFECTS.keys()
-    if unknown:
-        raise UnknownDefectError(unknown)
-    return chosen
 
 
 @dataclass(frozen=True)

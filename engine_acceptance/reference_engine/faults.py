@@ -21,8 +21,8 @@ hands `EventStream` a writer that tampers with the events of a streamed reply.
 `auth-ignored` (an engine that serves requests without its API key) lives here
 too, because it is the server's front door, not the model, that is broken.
 
-This module imports nothing from the engine's own modules: `defects.py` imports
-`FAULTS` from here, and `config` imports `defects`.
+This module imports nothing from the engine's own modules: `defect_names.py` imports
+`FAULTS` from here, and `config` imports `defect_names`.
 """
 
 from __future__ import annotations

@@ -29,15 +29,11 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from types import TracebackType
 
-from .config import DEFAULT_MODEL, LatencyModel
-from .defects import validate_defects
+from .config import API_KEY_ENV, DEFAULT_MODEL, LISTENING_PREFIX, LatencyModel
+from .defect_names import validate_defects
 
-__all__ = ["API_KEY_ENV", "LISTENING_PREFIX", "RunningReferenceEngine", "start_from_a_forkserver",
+__all__ = ["RunningReferenceEngine", "start_from_a_forkserver",
            "start_reference_engine", "started_as_the_command"]
-
-# The contract between the CLI (__main__) and this launcher.
-LISTENING_PREFIX = "engine-acceptance reference engine listening on "
-API_KEY_ENV = "REFERENCE_ENGINE_API_KEY"
 
 _LISTENING = re.compile(re.escape(LISTENING_PREFIX) + r"(http://\S+)")
 _POLL_S = 0.02

@@ -13,7 +13,7 @@ import av
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from .vision import ImageFacts, UndecodableMedia, VideoFacts
+from .media_facts import ImageFacts, UndecodableMedia, VideoFacts
 
 __all__ = ["perceive_image", "perceive_video", "read_chart"]
 

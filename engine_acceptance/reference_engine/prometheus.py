@@ -17,13 +17,11 @@ import os
 import resource
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from aiohttp import web
 
-if TYPE_CHECKING:
-    from .server import ReferenceEngine
-    from .stream import BatchLoad
+from .config import ReferenceEngineConfig
+from .stream import BatchLoad
 
 __all__ = ["METRIC_NAMES", "MetricNames", "metrics_handler", "render_metrics", "resident_memory_bytes"]
 
@@ -53,7 +51,7 @@ def resident_memory_bytes() -> int:
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
-def render_metrics(convention: str, model: str, load: "BatchLoad") -> str:
+def render_metrics(convention: str, model: str, load: BatchLoad) -> str:
     """Prometheus text exposition of the reference engine's figures."""
     names = METRIC_NAMES[convention]
     label = f'model_name="{model}"'
@@ -72,9 +70,11 @@ def render_metrics(convention: str, model: str, load: "BatchLoad") -> str:
     return "\n".join(lines) + "\n"
 
 
-def metrics_handler(engine: "ReferenceEngine") -> Callable[[web.Request], Awaitable[web.Response]]:
+def metrics_handler(config: ReferenceEngineConfig, load: BatchLoad) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """The handler, given the engine's configuration and its load accounting (not the engine: it is built on them)."""
+
     async def metrics(request: web.Request) -> web.Response:
-        body = render_metrics(engine.config.convention, engine.config.model, engine.load)
+        body = render_metrics(config.convention, config.model, load)
         return web.Response(text=body, content_type="text/plain", charset="utf-8")
 
     return metrics

@@ -17,7 +17,8 @@ from .chat_template import MEDIA_PLACEHOLDERS, ROLE_MARKERS
 from .config import ReferenceEngineConfig
 from .conventions import Convention
 from .tokenizer import ReferenceTokenizer
-from .vision import SeenMedia, UndecodableMedia, perceive_part
+from .media_facts import SeenMedia, UndecodableMedia
+from .vision import perceive_part
 
 __all__ = [
     "NOT_MULTIMODAL",

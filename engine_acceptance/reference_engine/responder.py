@@ -18,9 +18,10 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Any
 
-from .chat_template import content_text
 from .conventions import Convention
-from .vision import SeenMedia, vision_rule
+from .conversation import Conversation, ThinkingMode, has_cjk, shape_reasoning
+from .media_facts import SeenMedia
+from .vision import vision_rule
 from .code_answers import code_rule
 from .retrieval import retrieval_rule
 from .tools import tool_results_rule
@@ -29,23 +30,9 @@ from .word_problems import word_problem_rule
 __all__ = [
     "RULES",
     "Answer",
-    "Conversation",
-    "ThinkingMode",
     "decide_thinking",
-    "has_cjk",
     "respond",
-    "shape_reasoning",
 ]
-
-
-@dataclass(frozen=True)
-class ThinkingMode:
-    """Whether the model reasons for this request, and how hard (if asked)."""
-
-    enabled: bool = True
-    effort: str | None = None
-    # "adaptive": the model reasons only when the question needs it (see THOUGHTFUL_RULES).
-    adaptive: bool = False
 
 
 def decide_thinking(
@@ -81,45 +68,6 @@ class Answer:
     reasoning: str | None
     text: str
     rule: str
-
-
-@dataclass(frozen=True)
-class Conversation:
-    """The messages as plain text, with the latest user turn singled out."""
-
-    texts: tuple[str, ...]
-    latest_user_index: int | None
-    # Decoded images and videos (see vision.py), each tagged with its message.
-    media: tuple[SeenMedia, ...] = ()
-    # Each message's role, aligned with `texts` (tool results are answered from).
-    roles: tuple[str, ...] = ()
-
-    @classmethod
-    def from_messages(cls, messages: Sequence[Mapping[str, Any]],
-                      media: Sequence[SeenMedia] = ()) -> Conversation:
-        texts = tuple(content_text(m.get("content")) for m in messages)
-        latest = None
-        for index, message in enumerate(messages):
-            if message.get("role") == "user":
-                latest = index
-        return cls(texts=texts, latest_user_index=latest, media=tuple(media),
-                   roles=tuple(str(m.get("role")) for m in messages))
-
-    @property
-    def question(self) -> str:
-        return "" if self.latest_user_index is None else self.texts[self.latest_user_index]
-
-    @property
-    def earlier(self) -> tuple[str, ...]:
-        end = len(self.texts) if self.latest_user_index is None else self.latest_user_index
-        return self.texts[:end]
-
-
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-
-
-def has_cjk(text: str) -> bool:
-    return _CJK.search(text) is not None
 
 
 # (reasoning, answer) in Chinese and English; chosen by the question's language.
@@ -271,22 +219,6 @@ RULES: tuple[tuple[str, Rule], ...] = (
 
 # Rules whose questions need working out; in adaptive mode only these reason.
 THOUGHTFUL_RULES = frozenset({"arithmetic", "word_problem", "code"})
-_SENTENCE_END = re.compile(r"(?<=[。.!！?？])\s*")
-
-
-def shape_reasoning(reasoning: str, thinking: ThinkingMode, *, zh: bool, thoughtful: bool) -> str | None:
-    """The reasoning as the thinking mode and effort leave it: none when off (or adaptive on an
-    easy question), the first sentence at low effort, a second check at high effort."""
-    if not thinking.enabled or (thinking.adaptive and not thoughtful):
-        return None
-    if thinking.effort == "low":
-        return next((s for s in _SENTENCE_END.split(reasoning) if s), reasoning)
-    if thinking.effort == "high":
-        return reasoning + (" 再检查一遍：每一步都核对过，结论不变。" if zh else
-                            " Checking once more: every step holds, the conclusion stands.")
-    return reasoning
-
-
 def respond(messages: Sequence[Mapping[str, Any]], thinking: ThinkingMode,
             media: Sequence[SeenMedia] = ()) -> Answer:
     """The reasoning and answer the reference model gives to `messages` (and their decoded media)."""

@@ -22,18 +22,39 @@ from __future__ import annotations
 import json
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol, TypeVar
 
 from aiohttp import web
 
+from .config import ReferenceEngineConfig
+from .defects import DefectHooks
 from .generation import Generation, split_pieces
-from .protocol import RequestError
-from .stream import ClientGone, EventStream, Pacer, dump_json
+from .protocol import ChatRequest, RequestError
+from .stream import BatchLoad, ClientGone, EventStream, Pacer, dump_json
+from .tokenizer import ReferenceTokenizer
 
-if TYPE_CHECKING:
-    from .server import ReferenceEngine
+T = TypeVar("T")
+
+
+class ChatPath(Protocol):
+    """What a response is built on: the engine's chat path and state (``server.ReferenceEngine`` is one).
+
+    Named here rather than imported from the server, which imports this module to route
+    ``POST /v1/responses``: the server hands itself in, and this module needs no more of it.
+    """
+
+    config: ReferenceEngineConfig
+    hooks: DefectHooks
+    tokenizer: ReferenceTokenizer
+    load: BatchLoad
+
+    async def read_json(self, request: web.Request) -> tuple[dict[str, Any], bool]: ...
+
+    def prepare_chat(self, body: dict[str, Any]) -> tuple[ChatRequest, int, list[Generation]]: ...
+
+    async def run(self, big: bool, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T: ...
 
 __all__ = ["PATH", "ResponseIds", "chat_body", "create_response", "output_items", "response_object",
            "stream_events", "usage_object"]
@@ -282,7 +303,7 @@ def stream_events(items: Sequence[dict[str, Any]], *, initial: dict[str, Any],
 
 # --- the handler ------------------------------------------------------------------------------
 
-async def create_response(engine: "ReferenceEngine", request: web.Request, arrived_at: float | None
+async def create_response(engine: ChatPath, request: web.Request, arrived_at: float | None
                           ) -> web.StreamResponse:
     """``POST /v1/responses``: answered through the engine's chat path, rendered as a response."""
     body, big = await engine.read_json(request)

@@ -18,10 +18,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-if TYPE_CHECKING:
-    from .responder import Conversation
+from .conversation import Conversation
 
 __all__ = [
     "CODE",

@@ -667,7 +667,7 @@ def build_app(config: ReferenceEngineConfig) -> web.Application:
         app.router.add_route("*", "/tokenize", engine.no_such_route)
         app.router.add_route("*", "/detokenize", engine.no_such_route)
     app.router.add_get("/tokenizer.json", engine.tokenizer_json)
-    app.router.add_get("/metrics", metrics_handler(engine))
+    app.router.add_get("/metrics", metrics_handler(engine.config, engine.load))
     if config.responses:
         app.router.add_post(responses_api.PATH, engine.responses)
     else:

@@ -25,7 +25,7 @@ import re
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from .conventions import Convention
 from .generation import Generation, Piece, ToolCallOut, ToolFragment, generate_chat, split_pieces
@@ -34,8 +34,7 @@ from .schema_values import fill_arguments, mentions
 from .tokenizer import ReferenceTokenizer
 from . import wire
 
-if TYPE_CHECKING:
-    from .responder import Conversation, ThinkingMode
+from .conversation import Conversation, ThinkingMode, has_cjk, shape_reasoning
 
 __all__ = [
     "ToolAnswer",
@@ -194,8 +193,6 @@ def plan_tool_answer(
     messages: Sequence[Mapping[str, Any]], thinking: ThinkingMode, request: ToolRequest | None, *, call_id_prefix: str
 ) -> ToolAnswer | None:
     """The tool calls the model makes for this conversation, or None to answer in text."""
-    from .responder import Conversation, has_cjk, shape_reasoning
-
     if request is None or request.choice == "none":
         return None
     conv = Conversation.from_messages(messages)

@@ -18,19 +18,14 @@ import re
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-if TYPE_CHECKING:
-    from .responder import Conversation
+from .conversation import Conversation
+from .media_facts import ImageFacts, SeenMedia, UndecodableMedia, VideoFacts
 
 __all__ = [
     "COLOR_NAMES_ZH",
-    "ImageFacts",
-    "SeenMedia",
-    "UndecodableMedia",
-    "VideoFacts",
     "decode_data_url",
     "has_media_parts",
     "perceive_part",
@@ -46,50 +41,6 @@ COLOR_NAMES_ZH: dict[str, str] = {
     "purple": "紫色", "magenta": "品红色", "white": "白色", "gray": "灰色", "black": "黑色",
 }
 _DATA_URL = re.compile(r"data:(?P<mime>[^;,]*)(?P<params>(?:;[^;,]*)*),(?P<payload>.*)", re.DOTALL)
-
-
-class UndecodableMedia(ValueError):
-    """Media that no decoder accepts; the message says why, never quoting the payload."""
-
-
-@dataclass(frozen=True)
-class ImageFacts:
-    width: int
-    height: int
-    # (colour name, share of the area), largest first.
-    colors: tuple[tuple[str, float], ...]
-    # Every pixel has the same value.
-    pure: bool
-    # (label, value) per bar, left to right, when the image is a bar chart it can read.
-    chart: tuple[tuple[str, int], ...] | None = None
-
-    @property
-    def dominant(self) -> str:
-        return self.colors[0][0]
-
-
-@dataclass(frozen=True)
-class VideoFacts:
-    # The background colour of every decoded frame, in order.
-    frame_colors: tuple[str, ...]
-
-    @property
-    def color_sequence(self) -> tuple[str, ...]:
-        """Frame colours with repeats collapsed: red, red, green -> red, green."""
-        sequence: list[str] = []
-        for color in self.frame_colors:
-            if not sequence or sequence[-1] != color:
-                sequence.append(color)
-        return tuple(sequence)
-
-
-@dataclass(frozen=True)
-class SeenMedia:
-    """One decoded media part, and the message it came with."""
-
-    kind: Literal["image", "video"]
-    message_index: int
-    facts: ImageFacts | VideoFacts
 
 
 # --- decoding ---------------------------------------------------------------------------

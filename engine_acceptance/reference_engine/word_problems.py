@@ -11,10 +11,8 @@ from __future__ import annotations
 
 import re
 from fractions import Fraction
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from .responder import Conversation
+from .conversation import Conversation
 
 __all__ = ["solve_stock_problem", "word_problem_rule"]
 

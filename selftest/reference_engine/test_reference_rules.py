@@ -14,7 +14,8 @@ from engine_acceptance.reference_engine.conventions import get_convention
 from engine_acceptance.reference_engine.defects import DefectHooks
 from engine_acceptance.reference_engine.generation import ToolCallOut
 from engine_acceptance.reference_engine.protocol import RequestError
-from engine_acceptance.reference_engine.responder import Conversation, ThinkingMode, decide_thinking, respond
+from engine_acceptance.reference_engine.conversation import Conversation, ThinkingMode
+from engine_acceptance.reference_engine.responder import decide_thinking, respond
 from engine_acceptance.reference_engine.tools import (
     parse_tool_request,
     plan_tool_answer,

@@ -18,7 +18,8 @@ from engine_acceptance.reference_engine.conventions import get_convention
 from engine_acceptance.reference_engine.defects import decode_each_byte
 from engine_acceptance.reference_engine.generation import generate_chat
 from engine_acceptance.reference_engine.protocol import RequestError, parse_chat_request
-from engine_acceptance.reference_engine.responder import ThinkingMode, respond
+from engine_acceptance.reference_engine.conversation import ThinkingMode
+from engine_acceptance.reference_engine.responder import respond
 from engine_acceptance.reference_engine.stream import EventStream, split_inside_character
 from engine_acceptance.reference_engine.tokenizer import get_tokenizer
 from engine_acceptance.wire.sse import parse_sse
