@@ -15,18 +15,37 @@ import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 from engine_acceptance.errors import EngineUnavailable
-from engine_acceptance.profiles.profile import EngineProfile
 
-__all__ = ["EngineInfo", "EngineUnavailable", "detect_engine", "wait_until_ready"]
+__all__ = ["EngineInfo", "EngineUnavailable", "KnownEngine", "detect_engine", "wait_until_ready"]
 
 PROGRESS_EVERY_S = 10.0
 # Where readiness is judged when the engine has no /health route (llama.cpp's Python server).
 MODELS_READINESS_PATH = "/v1/models"
 # A FastAPI server's OpenAPI document: its info.version is the app's version (features.version_in_openapi).
 OPENAPI_PATH = "/openapi.json"
+
+
+class KnownEngine(Protocol):
+    """How to recognise one kind of engine and read its version: plain values, not a profile.
+
+    The engine profiles carry these fields and the plugin hands them in as they are; the
+    wire layer reads only the values, so it needs nothing of ``profiles/`` above it.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def owned_by(self) -> Sequence[str]: ...
+
+    @property
+    def version_endpoints(self) -> Sequence[str]: ...
+
+    @property
+    def version_in_openapi(self) -> bool: ...
 
 
 @dataclass
@@ -140,7 +159,7 @@ def detect_engine(
     api_key: str | None,
     requested_kind: str,
     requested_model: str | None,
-    engine_profiles: Sequence[EngineProfile],
+    engine_profiles: Sequence[KnownEngine],
     probe_timeout: float,
 ) -> EngineInfo:
     """Find the served model, the engine kind (vllm/sglang/generic) and its version."""
@@ -211,7 +230,7 @@ def _openapi_version(base: str, api_key: str | None, probe_timeout: float, notes
 
 
 def _detect_kind(
-    base: str, owned_by: str | None, profiles: Sequence[EngineProfile], probe_timeout: float
+    base: str, owned_by: str | None, profiles: Sequence[KnownEngine], probe_timeout: float
 ) -> tuple[str, str]:
     for profile in profiles:
         if owned_by and owned_by in profile.owned_by:
