@@ -44,7 +44,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from engine_acceptance.wire.client import ClientTimeouts, EngineTarget
+from engine_acceptance.wire.types import ClientTimeouts, EngineTarget
 from engine_acceptance.load.generator import (
     Cell,
     LoadGenerator,

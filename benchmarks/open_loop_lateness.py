@@ -41,7 +41,7 @@ from engine_acceptance.load.open_loop import RateCell, measure_rate_cell
 from engine_acceptance.load.process_plan import parse_load_processes
 from engine_acceptance.reference_engine.config import LatencyModel
 from engine_acceptance.reference_engine.launcher import start_reference_engine
-from engine_acceptance.wire.client import ClientTimeouts, EngineTarget
+from engine_acceptance.wire.types import ClientTimeouts, EngineTarget
 
 INPUT, OUTPUT = 128, 32
 

@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 from typing import Iterable
 
-from engine_acceptance.wire.client import Exchange
+from engine_acceptance.wire.types import Exchange
 from engine_acceptance.wire.reassembly import Reply
 
 __all__ = ["ObservationWarning", "SeveralProblems", "assert_no_problems", "integers_in", "markers_found",

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from engine_acceptance.profiles.capabilities import CapabilityPlan, effective_profile, plan_capabilities
-from engine_acceptance.wire.client import ClientTimeouts, EngineTarget
+from engine_acceptance.wire.types import ClientTimeouts, EngineTarget
 from engine_acceptance.profiles.profile import EngineProfile, ModelProfile, load_engine_profile, load_model_profile
 from engine_acceptance.wire.readiness import EngineInfo
 from engine_acceptance.wire.redaction import Redactor

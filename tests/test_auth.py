@@ -21,7 +21,8 @@ import allure
 import pytest
 
 from engine_acceptance.assertions import short
-from engine_acceptance.wire.client import EngineTarget, Exchange, RawStreamingClient
+from engine_acceptance.wire.client import RawStreamingClient
+from engine_acceptance.wire.types import EngineTarget, Exchange
 from engine_acceptance.pytest_plugin.allure_report import attach_exchange
 from engine_acceptance.session import AcceptanceSession
 

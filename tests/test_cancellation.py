@@ -49,7 +49,8 @@ from engine_acceptance.wire.cancellation import (
     read_gauges,
     watch_until_idle,
 )
-from engine_acceptance.wire.client import EngineTarget, RawStreamingClient
+from engine_acceptance.wire.client import RawStreamingClient
+from engine_acceptance.wire.types import EngineTarget
 
 # Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
 pytestmark = [pytest.mark.asyncio, pytest.mark.cancellation]

@@ -23,8 +23,10 @@ from typing import Any
 import pytest
 
 from engine_acceptance.media import library as media
-from engine_acceptance.wire.client import Exchange
-from engine_acceptance.media.messages import attach_media, media_part, refusal_problem, user_turn
+from engine_acceptance.wire.types import Exchange
+from engine_acceptance.media.messages import attach_media
+from engine_acceptance.wire.media_parts import media_part, user_turn
+from engine_acceptance.wire.contract import refusal_problem
 from engine_acceptance.profiles.profile import EngineProfile
 from engine_acceptance.pytest_plugin.allure_report import attach_json
 from engine_acceptance.resources import load_prompts

@@ -24,13 +24,12 @@ from typing import Any
 
 import pytest
 
-from engine_acceptance.media.messages import error_message, refusal_problem
 from engine_acceptance.profiles.profile import EngineProfile
 from engine_acceptance.pytest_plugin.allure_report import attach_json
 from engine_acceptance.resources import load_prompts
 from engine_acceptance.session import AcceptanceSession
-from engine_acceptance.wire.client import Exchange
-from engine_acceptance.wire.contract import error_body_of, error_shape_problem
+from engine_acceptance.wire.types import Exchange
+from engine_acceptance.wire.contract import error_body_of, error_message, error_shape_problem, refusal_problem
 
 # Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
 pytestmark = [pytest.mark.asyncio, pytest.mark.error_codes]

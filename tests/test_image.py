@@ -22,11 +22,10 @@ from engine_acceptance.media.messages import (
     attach_media,
     colors_named,
     drop_clause,
-    image_part,
     numbers_in,
-    user_turn,
     values_in_order,
 )
+from engine_acceptance.wire.media_parts import image_part, user_turn
 from engine_acceptance.resources import load_prompts
 from engine_acceptance.session import AcceptanceSession
 

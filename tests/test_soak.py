@@ -29,7 +29,7 @@ from engine_acceptance.pytest_plugin import interrupts
 
 from engine_acceptance.media import library as media
 from engine_acceptance.wire.client import RawStreamingClient
-from engine_acceptance.media.messages import image_part, user_turn
+from engine_acceptance.wire.media_parts import image_part, user_turn
 from engine_acceptance.profiles.profile import DATA_ROOT
 from engine_acceptance.progress import Write, terminal_writer
 from engine_acceptance.pytest_plugin.allure_report import attach_json

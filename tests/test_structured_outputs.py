@@ -26,11 +26,10 @@ from typing import Any
 import pytest
 
 from engine_acceptance.assertions import assert_no_problems, markers_found, reply_of, short
-from engine_acceptance.media.messages import refusal_problem
 from engine_acceptance.profiles.profile import ModelProfile
 from engine_acceptance.profiles.request_options import with_thinking_mode
 from engine_acceptance.resources import load_prompts
-from engine_acceptance.wire.contract import json_object_prefix_problem, json_problems
+from engine_acceptance.wire.contract import json_object_prefix_problem, json_problems, refusal_problem
 from engine_acceptance.wire.reassembly import Reply
 
 # Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.

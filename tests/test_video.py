@@ -14,7 +14,8 @@ import pytest
 
 from engine_acceptance.media import library as media
 from engine_acceptance.assertions import reply_of, short
-from engine_acceptance.media.messages import attach_media, colors_named, media_part, user_turn
+from engine_acceptance.media.messages import attach_media, colors_named
+from engine_acceptance.wire.media_parts import media_part, user_turn
 from engine_acceptance.profiles.profile import EngineProfile
 from engine_acceptance.resources import load_prompts
 from engine_acceptance.session import AcceptanceSession

@@ -46,7 +46,8 @@ from typing import Any, ClassVar, Protocol
 import aiohttp
 from aiohttp.client_proto import ResponseHandler
 
-from engine_acceptance.wire.client import IDLE_CONNECTION_REUSE_S, EngineTarget
+from engine_acceptance.wire.client import IDLE_CONNECTION_REUSE_S
+from engine_acceptance.wire.types import EngineTarget
 from engine_acceptance.load.arrivals import sleep_until
 from engine_acceptance.load.metrics import (
     CellSummary,

@@ -28,9 +28,10 @@ from typing import Any
 
 
 from engine_acceptance.media import library as media
-from engine_acceptance.wire.client import EngineTarget
+from engine_acceptance.wire.types import EngineTarget
 from engine_acceptance.load.generator import LoadGenerator, RawRequest, analyse_round, replay_events
-from engine_acceptance.media.messages import colors_named, media_part, user_turn
+from engine_acceptance.media.messages import colors_named
+from engine_acceptance.wire.media_parts import media_part, user_turn
 from engine_acceptance.load.metrics import CellSummary, RequestRecord, RoundSummary, summarize_cell
 from engine_acceptance.profiles.profile import DATA_ROOT
 from engine_acceptance.wire.reassembly import reassemble_stream

@@ -60,7 +60,7 @@ from engine_acceptance.load.generator import (
 from engine_acceptance.load.metrics import RequestRecord, RoundSummary, percentile
 from engine_acceptance.load.process_plan import ASSUMED_STREAM_EVENTS_PER_S, ProcessPlan, plan_processes
 from engine_acceptance.load.workers import split_indices
-from engine_acceptance.wire.client import EngineTarget
+from engine_acceptance.wire.types import EngineTarget
 
 __all__ = ["OpenLoopRound", "RateCell", "RateCellResult", "SendTiming", "connections_to_open", "in_flight_at_sends",
            "measure_rate_cell", "merge_open_loop", "open_connections", "run_open_loop"]

@@ -22,7 +22,7 @@ import random
 from dataclasses import dataclass
 from typing import ClassVar
 
-from engine_acceptance.wire.client import EngineTarget
+from engine_acceptance.wire.types import EngineTarget
 from engine_acceptance.load.generator import _WORDS, PromptIds
 from engine_acceptance.wire.token_count import TokenCountError, TokenEstimate, calibrate, usage_prompt_tokens
 

@@ -1,3 +1,4 @@
-"""The committed media (generated images, videos, corrupt samples) and the request parts
-and answer reading that the image, video and corrupt-media checks use.
+"""The committed media (generated images, videos, corrupt samples) and the answer reading
+that the image and video checks use. The request parts that carry media are wire format:
+:mod:`engine_acceptance.wire.media_parts`.
 """

@@ -1,9 +1,10 @@
-"""What the image, video and corrupt-media checks need besides the media itself.
+"""What the image and video checks need besides the media itself: reading answers, and the report.
 
-Request parts built from the engine profile's data, tolerant reading of answers
-(Chinese or English colour words, numbers with or without units), the error body
-of a refusal, and a thumbnail attached next to the model's reply. Plain functions,
-tested without an engine in ``selftest/media/test_media.py``.
+Tolerant reading of answers (Chinese or English colour words, numbers with or without
+units) and a thumbnail attached next to the model's reply. The request parts that carry
+the media are wire format (:mod:`engine_acceptance.wire.media_parts`), and reading a
+refusal's error body is the API contract (:mod:`engine_acceptance.wire.contract`). Plain
+functions, tested without an engine in ``selftest/media/test_media.py``.
 """
 
 from __future__ import annotations
@@ -12,25 +13,18 @@ import hashlib
 import json
 import re
 import unicodedata
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 import allure
 
 from engine_acceptance.media import library as media
-from engine_acceptance.wire.client import Exchange
 
 __all__ = [
     "COLOR_WORDS",
     "attach_media",
     "colors_named",
     "drop_clause",
-    "error_message",
-    "image_part",
-    "media_part",
     "numbers_in",
-    "refusal_problem",
-    "user_turn",
     "values_in_order",
 ]
 
@@ -108,67 +102,6 @@ def drop_clause(text: str, quarter: str) -> str | None:
         if _DROP_WORDS.search(clause) and pattern.search(clause):
             return clause.strip()
     return None
-
-
-def error_message(body: Any) -> str | None:
-    """The message of an error body: OpenAI/vLLM ``{"error": {"message"}}``, SGLang's flat
-    ``{"object": "error", "message"}``, or ``{"error": "text"}``; None when there is none."""
-    if not isinstance(body, dict):
-        return None
-    error = body.get("error")
-    if isinstance(error, dict) and isinstance(error.get("message"), str) and error["message"].strip():
-        return error["message"]
-    if isinstance(error, str) and error.strip():
-        return error
-    message = body.get("message") or body.get("detail")
-    if isinstance(message, str) and message.strip():
-        return message
-    return None
-
-
-def refusal_problem(exchange: Exchange) -> str | None:
-    """Why `exchange` is not a proper refusal of client data (a 4xx with an error body); None if it is."""
-    if exchange.error_kind == "timeout":
-        return f"no answer within the idle timeout: the engine hangs on it ({exchange.error})"
-    if exchange.error_kind == "connection":
-        return f"the connection failed, the engine may have crashed ({exchange.error})"
-    if exchange.error_kind is not None or exchange.status is None:
-        return f"no usable answer: {exchange.describe_failure()}"
-    status, body = exchange.status, exchange.body
-    if status >= 500:
-        return f"server error on client data: HTTP {status}, {_short_body(body)}"
-    if 200 <= status < 300:
-        if exchange.reply is None:
-            return f"the engine accepted it: HTTP {status}, {_short_body(body)}"
-        reasoning = exchange.reply.reasoning or ""
-        return (f"the engine accepted it: HTTP {status}, content {exchange.reply.content[:200]!r}"
-                + (f", reasoning {reasoning[:120]!r}" if reasoning else ""))
-    if not 400 <= status < 500:
-        return f"HTTP {status} is not a 4xx refusal: {_short_body(body)}"
-    if error_message(body) is None:
-        return f"HTTP {status} but no error body with a message: {_short_body(body)}"
-    return None
-
-
-def _short_body(body: Any) -> str:
-    text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False, default=str)
-    return f"body {text[:300]}" + ("…" if len(text) > 300 else "")
-
-
-# --- request parts ---------------------------------------------------------------------
-
-def media_part(content_type: str, url: str) -> dict[str, Any]:
-    """A content part of type `content_type` (``image_url``, ``video_url``, ...) holding `url`."""
-    return {"type": content_type, content_type: {"url": url}}
-
-
-def image_part(url: str) -> dict[str, Any]:
-    return media_part("image_url", url)
-
-
-def user_turn(prompt: str, parts: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """One user message: the media parts first, then the question (the usual VLM layout)."""
-    return [{"role": "user", "content": [*parts, {"type": "text", "text": prompt}]}]
 
 
 # --- report ------------------------------------------------------------------------------

@@ -17,7 +17,7 @@ import pytest
 
 from engine_acceptance import __version__
 from engine_acceptance.failure_categories import CATEGORIES, FAILURE_CATEGORIES, FAILURE_RULES, failure_category
-from engine_acceptance.wire.client import Exchange
+from engine_acceptance.wire.types import Exchange
 from engine_acceptance.wire.redaction import Redactor
 
 if TYPE_CHECKING:

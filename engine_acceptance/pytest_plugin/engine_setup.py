@@ -30,7 +30,7 @@ from engine_acceptance.pytest_plugin.options import AcceptanceOptions
 from engine_acceptance.session import AcceptanceSession, ReferenceTarget
 from engine_acceptance.shortfalls import (Shortfall, media_shortfalls, recall_shortfalls, throughput_shortfalls,
                                           tool_accuracy_shortfalls)
-from engine_acceptance.wire.client import ClientTimeouts, EngineTarget
+from engine_acceptance.wire.types import ClientTimeouts, EngineTarget
 from engine_acceptance.wire.discovery import Discovery, discover
 from engine_acceptance.wire.readiness import EngineInfo, detect_engine, wait_until_ready
 

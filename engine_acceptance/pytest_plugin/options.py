@@ -27,7 +27,7 @@ from engine_acceptance.load.soak import SoakSettings, soak_settings_from_options
 from engine_acceptance.load.slo_settings import OpenLoopSettings, open_loop_settings_from_options
 from engine_acceptance.profiles.capabilities import validate_capability_names
 from engine_acceptance.trials import DEFAULT_SAMPLES
-from engine_acceptance.wire.client import ClientTimeouts
+from engine_acceptance.wire.types import ClientTimeouts
 
 __all__ = ["AcceptanceOptions", "ReferenceOptions", "add_options", "CONVENTIONS",
            "REFERENCE_LIMITS"]
@@ -84,7 +84,7 @@ def whole_tokens(raw: str) -> int:
 
 def known_defect(raw: str) -> str:
     # The defect registry names what the built-in engine can inject; reading it does not start the engine.
-    from engine_acceptance.reference_engine.defects import DEFECTS
+    from engine_acceptance.reference_engine.defect_names import DEFECTS
 
     if raw not in DEFECTS:
         raise argparse.ArgumentTypeError(f"unknown defect {raw!r}; known: {', '.join(sorted(DEFECTS))}")

@@ -13,7 +13,7 @@ from typing import Any
 
 from engine_acceptance.recall.haystack import Haystack, Needle, RecallBudget, make_code
 from engine_acceptance.resources import read_yaml, suite_path
-from engine_acceptance.wire.client import Exchange
+from engine_acceptance.wire.types import Exchange
 from engine_acceptance.wire.token_count import TokenEstimate
 
 __all__ = ["ESTIMATE_MARGIN", "FIELD_KEYS", "NO_COUNT_REASON", "RECALL_PROMPTS", "UNCALIBRATED", "RecallCase",

@@ -17,7 +17,8 @@ from typing import Any
 
 from engine_acceptance.profiles.tool_schemas import argument_problems
 from engine_acceptance.tool_accuracy.dataset import ToolCase
-from engine_acceptance.wire.client import EngineTarget, Exchange, SdkChatClient
+from engine_acceptance.wire.client import SdkChatClient
+from engine_acceptance.wire.types import EngineTarget, Exchange
 
 __all__ = ["CallOutcome", "CaseOutcome", "RunSettings", "run_cases"]
 

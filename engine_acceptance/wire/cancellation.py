@@ -23,7 +23,8 @@ from typing import Any
 
 import aiohttp
 
-from engine_acceptance.wire.client import EngineTarget, RawStreamingClient
+from engine_acceptance.wire.client import RawStreamingClient
+from engine_acceptance.wire.types import EngineTarget
 from engine_acceptance.wire.prometheus import Gauge, parse_prometheus, read_gauge
 from engine_acceptance.wire.sse import SSEParser
 

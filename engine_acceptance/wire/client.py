@@ -47,7 +47,6 @@ import functools
 import json
 import ssl
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -55,15 +54,13 @@ import httpx2 as httpx
 import openai
 
 from engine_acceptance.wire import health as engine_health
-from engine_acceptance.wire.reassembly import Reply, reassemble_stream, reply_from_body
-from engine_acceptance.wire.sse import SSEEvent, SSEParser
+from engine_acceptance.wire.reassembly import reassemble_stream, reply_from_body
+from engine_acceptance.wire.sse import SSEParser
+from engine_acceptance.wire.types import ClientTimeouts, EngineTarget, Exchange
 from engine_acceptance.errors import EngineAcceptanceError
 
 __all__ = [
     "MAX_REPLY_BYTES",
-    "ClientTimeouts",
-    "EngineTarget",
-    "Exchange",
     "RawStreamingClient",
     "ReplyTooLarge",
     "SdkChatClient",
@@ -111,91 +108,6 @@ _SDK_CHAT_PARAMS = frozenset(
 )
 
 
-@dataclass(frozen=True)
-class ClientTimeouts:
-    """Seconds: to connect, of silence between two reads, and for the whole request."""
-
-    connect: float = 10.0
-    idle: float = 60.0
-    total: float = 300.0
-
-
-@dataclass(frozen=True)
-class EngineTarget:
-    """Where the engine is and how to talk to it."""
-
-    base_url: str
-    model: str
-    # Out of the repr: pytest prints a failing test's arguments, and a target may be one.
-    api_key: str | None = field(default=None, repr=False)
-    timeouts: ClientTimeouts = ClientTimeouts()
-
-    @property
-    def v1_url(self) -> str:
-        return self.base_url.rstrip("/") + "/v1"
-
-    def auth_headers(self) -> dict[str, str]:
-        return {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-
-
-@dataclass
-class Exchange:
-    """One request and what came back. ``reply`` is set when a 2xx body arrived."""
-
-    method: str
-    url: str
-    request: dict[str, Any] | None
-    stream: bool
-    status: int | None = None
-    reply: Reply | None = None
-    body: Any = None
-    error_kind: str | None = None
-    error: str | None = None
-    raw: bytes = b""
-    raw_truncated: bool = False
-    elapsed_s: float | None = None
-    events: list[SSEEvent] = field(default_factory=list, repr=False)
-    # What had arrived when it ended: bytes, and seconds after sending until the
-    # response headers and until the newest byte (None: never).
-    bytes_received: int = 0
-    headers_after_s: float | None = None
-    last_byte_after_s: float | None = None
-    # Response headers, names lower-cased (the raw client keeps them: the wire checks read Content-Type).
-    headers: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def ok(self) -> bool:
-        # A reply rebuilt from a stream cut by a timeout or a reset is evidence, not a success.
-        return (self.error_kind is None and self.status is not None and 200 <= self.status < 300
-                and self.reply is not None)
-
-    def describe_failure(self) -> str:
-        """One line for an assertion message when the exchange did not succeed."""
-        if self.error_kind:
-            return f"{self.error_kind}: {self.error}"
-        if self.status is not None and not 200 <= self.status < 300:
-            return f"HTTP {self.status}: {_short(self.body if self.body is not None else self.raw)}"
-        if self.reply is None:
-            return f"no reply could be read: {_short(self.raw)}"
-        return "ok"
-
-    def _received(self, chunk: bytes, after_s: float) -> None:
-        """Count and keep (capped) one read; raises ReplyTooLarge past MAX_REPLY_BYTES."""
-        self.bytes_received += len(chunk)
-        self.last_byte_after_s = after_s
-        self._keep_raw(chunk)
-        if self.bytes_received > MAX_REPLY_BYTES:
-            raise ReplyTooLarge(MAX_REPLY_BYTES, self.bytes_received, self.status)
-
-    def _keep_raw(self, chunk: bytes) -> None:
-        room = RAW_CAPTURE_LIMIT - len(self.raw)
-        if room <= 0:
-            self.raw_truncated = True
-            return
-        self.raw += chunk[:room]
-        self.raw_truncated |= len(chunk) > room
-
-
 class ReplyTooLarge(EngineAcceptanceError):
     """A reply passed MAX_REPLY_BYTES; reading stopped there."""
 
@@ -232,6 +144,24 @@ class _CappedStream(httpx.AsyncByteStream):
 
 async def _cap_response_body(response: httpx.Response) -> None:
     response.stream = _CappedStream(response.stream, response.status_code)
+
+
+def _count_read(exchange: Exchange, chunk: bytes, after_s: float) -> None:
+    """Count and keep (capped) one read; raises ReplyTooLarge past MAX_REPLY_BYTES."""
+    exchange.bytes_received += len(chunk)
+    exchange.last_byte_after_s = after_s
+    _keep_raw(exchange, chunk)
+    if exchange.bytes_received > MAX_REPLY_BYTES:
+        raise ReplyTooLarge(MAX_REPLY_BYTES, exchange.bytes_received, exchange.status)
+
+
+def _keep_raw(exchange: Exchange, chunk: bytes) -> None:
+    room = RAW_CAPTURE_LIMIT - len(exchange.raw)
+    if room <= 0:
+        exchange.raw_truncated = True
+        return
+    exchange.raw += chunk[:room]
+    exchange.raw_truncated |= len(chunk) > room
 
 
 def _short(value: Any, limit: int = 300) -> str:
@@ -330,7 +260,7 @@ class SdkChatClient:
         except openai.APIStatusError as exc:
             exchange.status = exc.status_code
             content = _read_error_content(exc.response)
-            exchange._keep_raw(content)
+            _keep_raw(exchange, content)
             exchange.body = exc.body if exc.body is not None else _json_or_text(content)
         except ReplyTooLarge as exc:
             exchange.status = exchange.status or exc.status
@@ -368,7 +298,7 @@ class SdkChatClient:
                 async for chunk in response.iter_bytes():
                     _read(silence, idle)
                     now = time.monotonic()
-                    exchange._received(chunk, now - started)
+                    _count_read(exchange, chunk, now - started)
                     if parser is not None:
                         exchange.events.extend(parser.feed(chunk, now))
                     else:
@@ -445,7 +375,7 @@ class RawStreamingClient:
                 async for chunk in response.content.iter_any():
                     _read(silence, idle)
                     now = time.monotonic()
-                    exchange._received(chunk, now - started)
+                    _count_read(exchange, chunk, now - started)
                     if is_sse and stream:
                         exchange.events.extend(parser.feed(chunk, now))
         except ReplyTooLarge as exc:

@@ -2,7 +2,8 @@
 
 The checks of issue 15 (``tests/test_structured_outputs.py``, ``test_error_codes.py``,
 ``test_sampling.py``) ask three things the reassembled :class:`Reply` does not answer: whether a
-refusal's body has the engine's error shape, whether content is JSON that fits a schema,
+refusal's body has the engine's error shape (and what its message says, and whether an answer to
+client data is a proper refusal at all), whether content is JSON that fits a schema,
 what every choice of an ``n > 1`` request said (a ``Reply`` is choice 0), and the token
 log-probabilities of each choice with their shape. Plain functions, tested
 without an engine in ``selftest/wire/test_contract.py``.
@@ -19,12 +20,12 @@ from typing import Any
 
 import jsonschema
 
-from engine_acceptance.wire.client import Exchange
+from engine_acceptance.wire.types import Exchange
 from engine_acceptance.wire.sse import SSEEvent
 from engine_acceptance.wire.stream_contract import chunks_of
 
-__all__ = ["ERROR_SHAPES", "Choice", "choices_of", "error_body_of", "error_shape_problem", "json_problems",
-           "json_object_prefix_problem", "logprob_problems", "logprobs_of"]
+__all__ = ["ERROR_SHAPES", "Choice", "choices_of", "error_body_of", "error_message", "error_shape_problem",
+           "json_problems", "json_object_prefix_problem", "logprob_problems", "logprobs_of", "refusal_problem"]
 
 # What a refusal's body looks like, by engine profile's `features.error_shape`.
 ERROR_SHAPES = {
@@ -68,6 +69,51 @@ def error_shape_problem(body: Any, shape: str) -> str | None:
     if missing:
         return f"the error object lacks a string {' and '.join(missing)}: {_short(body)}"
     return None
+
+
+def error_message(body: Any) -> str | None:
+    """The message of an error body: OpenAI/vLLM ``{"error": {"message"}}``, SGLang's flat
+    ``{"object": "error", "message"}``, or ``{"error": "text"}``; None when there is none."""
+    if not isinstance(body, dict):
+        return None
+    error = body.get("error")
+    if isinstance(error, dict) and isinstance(error.get("message"), str) and error["message"].strip():
+        return error["message"]
+    if isinstance(error, str) and error.strip():
+        return error
+    message = body.get("message") or body.get("detail")
+    if isinstance(message, str) and message.strip():
+        return message
+    return None
+
+
+def refusal_problem(exchange: Exchange) -> str | None:
+    """Why `exchange` is not a proper refusal of client data (a 4xx with an error body); None if it is."""
+    if exchange.error_kind == "timeout":
+        return f"no answer within the idle timeout: the engine hangs on it ({exchange.error})"
+    if exchange.error_kind == "connection":
+        return f"the connection failed, the engine may have crashed ({exchange.error})"
+    if exchange.error_kind is not None or exchange.status is None:
+        return f"no usable answer: {exchange.describe_failure()}"
+    status, body = exchange.status, exchange.body
+    if status >= 500:
+        return f"server error on client data: HTTP {status}, {_short_body(body)}"
+    if 200 <= status < 300:
+        if exchange.reply is None:
+            return f"the engine accepted it: HTTP {status}, {_short_body(body)}"
+        reasoning = exchange.reply.reasoning or ""
+        return (f"the engine accepted it: HTTP {status}, content {exchange.reply.content[:200]!r}"
+                + (f", reasoning {reasoning[:120]!r}" if reasoning else ""))
+    if not 400 <= status < 500:
+        return f"HTTP {status} is not a 4xx refusal: {_short_body(body)}"
+    if error_message(body) is None:
+        return f"HTTP {status} but no error body with a message: {_short_body(body)}"
+    return None
+
+
+def _short_body(body: Any) -> str:
+    text = body if isinstance(body, str) else json.dumps(body, ensure_ascii=False, default=str)
+    return f"body {text[:300]}" + ("…" if len(text) > 300 else "")
 
 
 def json_problems(content: str, schema: Mapping[str, Any] | None) -> list[str]:

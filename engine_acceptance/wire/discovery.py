@@ -50,7 +50,8 @@ from typing import Any
 
 from engine_acceptance.wire.client import ClientTimeouts, EngineTarget, Exchange, RawStreamingClient, SdkChatClient
 from engine_acceptance.wire.reassembly import Reply
-from engine_acceptance.media.messages import error_message, media_part, user_turn
+from engine_acceptance.wire.media_parts import media_part, user_turn
+from engine_acceptance.wire.contract import error_message
 from engine_acceptance.profiles.profile import EngineProfile
 from engine_acceptance.profiles.refusals import ANY_CLIENT_ERROR, RefusalRules, unrecognized_note
 from engine_acceptance.profiles.request_options import deep_merge

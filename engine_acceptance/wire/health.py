@@ -19,12 +19,10 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import aiohttp
 
-if TYPE_CHECKING:
-    from engine_acceptance.wire.client import EngineTarget, Exchange
+from engine_acceptance.wire.types import EngineTarget, Exchange
 
 __all__ = ["HEALTH_PROBE_TIMEOUT_S", "EngineLost", "check_after_failure", "forget", "lost", "mark_lost"]
 

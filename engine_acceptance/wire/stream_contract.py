@@ -16,7 +16,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine_acceptance.wire.client import Exchange
+from engine_acceptance.wire.types import Exchange
 from engine_acceptance.wire.reassembly import REASONING_FIELDS
 from engine_acceptance.wire.sse import SSEEvent, parse_sse
 

@@ -44,7 +44,8 @@ from typing import Any, Protocol
 import httpx2 as httpx
 from tokenizers import Tokenizer
 
-from engine_acceptance.wire.client import EngineTarget, tls_context
+from engine_acceptance.wire.client import tls_context
+from engine_acceptance.wire.types import EngineTarget
 from engine_acceptance.errors import EngineAcceptanceError
 
 __all__ = [

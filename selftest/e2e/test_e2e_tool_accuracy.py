@@ -32,7 +32,7 @@ from engine_acceptance.tool_accuracy.dataset import load_cases
 from engine_acceptance.tool_accuracy.policy import ToolAccuracyPolicy
 from engine_acceptance.tool_accuracy.runner import run_cases
 from engine_acceptance.tool_accuracy.scoring import score
-from engine_acceptance.wire.client import EngineTarget
+from engine_acceptance.wire.types import EngineTarget
 
 pytestmark = pytest.mark.e2e
 

@@ -21,7 +21,7 @@ import pytest
 from allure_results import read_results
 from suite_runner import run_suite
 
-from engine_acceptance.wire.client import ClientTimeouts, EngineTarget
+from engine_acceptance.wire.types import ClientTimeouts, EngineTarget
 from engine_acceptance.recall.haystack import Needle, build_haystack_estimated, make_code
 from engine_acceptance.load.generator import Cell, CellResult, PromptIds
 from engine_acceptance.load.metrics import RequestRecord

@@ -28,7 +28,8 @@ from bare_server import serving
 from suite_runner import failed, run_suite
 
 from engine_acceptance.wire import health as engine_health
-from engine_acceptance.wire.client import ClientTimeouts, EngineTarget, Exchange, RawStreamingClient, SdkChatClient
+from engine_acceptance.wire.client import RawStreamingClient, SdkChatClient
+from engine_acceptance.wire.types import ClientTimeouts, EngineTarget, Exchange
 from engine_acceptance.reference_engine.config import LatencyModel
 from engine_acceptance.reference_engine.launcher import start_reference_engine
 

@@ -24,7 +24,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from engine_acceptance.wire.client import EngineTarget
+from engine_acceptance.wire.types import EngineTarget
 from engine_acceptance.load.generator import Cell, LoadGenerator, PromptIds, analyse_round, build_bodies
 from engine_acceptance.load.metrics import percentile
 from engine_acceptance.reference_engine.config import LatencyModel

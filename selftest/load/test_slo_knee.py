@@ -40,7 +40,7 @@ from engine_acceptance.load.slo_search import SearchPolicy, SearchResult, Step, 
 from engine_acceptance.reference_engine.config import LatencyModel
 from engine_acceptance.reference_engine.launcher import (RunningReferenceEngine, start_reference_engine,
                                                          started_as_the_command)
-from engine_acceptance.wire.client import EngineTarget
+from engine_acceptance.wire.types import EngineTarget
 
 TTFT_MS, TPOT_MS, KNEE, PER_INFLIGHT_MS = 50.0, 10.0, 4, 20.0
 INPUT_TOKENS, OUTPUT_TOKENS = 64, 16

@@ -41,7 +41,7 @@ from engine_acceptance.load.process_plan import (PROCESS_EVENT_LIMIT_PER_S, PROC
 from engine_acceptance.load.workers import WorkerError, WorkerPool, split_concurrency, split_indices
 from engine_acceptance.reference_engine.config import LatencyModel
 from engine_acceptance.reference_engine.launcher import RunningReferenceEngine, start_reference_engine
-from engine_acceptance.wire.client import EngineTarget
+from engine_acceptance.wire.types import EngineTarget
 from test_metrics import FakeSession, ScriptedClock, stream_script
 from worker_pool_jobs import echo, misbehave, open_nothing
 

@@ -21,20 +21,15 @@ import pytest
 from PIL import Image
 
 from engine_acceptance.media import library as media
-from engine_acceptance.wire.client import Exchange
-from engine_acceptance.media.messages import (
-    colors_named,
-    drop_clause,
-    error_message,
-    numbers_in,
-    refusal_problem,
-    values_in_order,
-)
+from engine_acceptance.wire.types import Exchange
+from engine_acceptance.media.messages import colors_named, drop_clause, numbers_in, values_in_order
+from engine_acceptance.wire.contract import error_message, refusal_problem
 from engine_acceptance.wire.reassembly import reply_from_body
 from engine_acceptance.wire.redaction import Redactor
 from engine_acceptance.reference_engine.defects import DefectHooks
 from engine_acceptance.reference_engine.pixels import perceive_image, perceive_video
-from engine_acceptance.reference_engine.vision import ImageFacts, UndecodableMedia, VideoFacts, perceive_part
+from engine_acceptance.reference_engine.media_facts import ImageFacts, UndecodableMedia, VideoFacts
+from engine_acceptance.reference_engine.vision import perceive_part
 
 # The whole set is about 31 KB; this bound keeps it "kilobytes, not megabytes".
 MAX_TOTAL_BYTES = 64 * 1024

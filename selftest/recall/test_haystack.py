@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from tokenizers import Tokenizer, models, pre_tokenizers, trainers
 
-from engine_acceptance.wire.client import EngineTarget
+from engine_acceptance.wire.types import EngineTarget
 from engine_acceptance.recall import haystack
 from engine_acceptance.recall.haystack import (
     CODE_PATTERN,
@@ -36,7 +36,8 @@ from engine_acceptance.recall.haystack import (
 from engine_acceptance.progress import waiting
 from engine_acceptance.recall.answers import character_differences, code_problems, codes_in, json_codes
 from engine_acceptance.reference_engine import start_reference_engine
-from engine_acceptance.reference_engine.responder import Conversation, ThinkingMode, respond
+from engine_acceptance.reference_engine.conversation import Conversation, ThinkingMode
+from engine_acceptance.reference_engine.responder import respond
 from engine_acceptance.reference_engine.retrieval import NOT_FOUND, corrupt_first_code, drop_middle
 from engine_acceptance.wire.token_count import (
     LocalTokenCounter,

@@ -35,7 +35,8 @@ from engine_acceptance.reference_engine.config import LatencyModel
 from engine_acceptance.reference_engine.defects import INTERMITTENT_TOOL_CALL_PERIOD
 from engine_acceptance.tool_accuracy import build_set
 from engine_acceptance.tool_accuracy.dataset import CASES_FILE, SHAPES, ToolCase, case_count, load_cases, sample_cases
-from engine_acceptance.wire.client import EngineTarget, Exchange, RawStreamingClient
+from engine_acceptance.wire.client import RawStreamingClient
+from engine_acceptance.wire.types import EngineTarget, Exchange
 
 CASES = load_cases()
 CONCURRENCY = 16

@@ -19,7 +19,8 @@ from contextlib import asynccontextmanager
 from aiohttp import web
 from bare_server import serving
 
-from engine_acceptance.wire.client import EngineTarget, RawStreamingClient, SdkChatClient
+from engine_acceptance.wire.client import RawStreamingClient, SdkChatClient
+from engine_acceptance.wire.types import EngineTarget
 
 REPLY = {"id": "c", "object": "chat.completion", "created": 0, "model": "m",
          "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}, "finish_reason": "stop"}],

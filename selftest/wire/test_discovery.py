@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from engine_acceptance.wire.client import ClientTimeouts, EngineTarget, Exchange
+from engine_acceptance.wire.types import ClientTimeouts, EngineTarget, Exchange
 from engine_acceptance.wire.discovery import (
     CAPABILITIES,
     THINKING_SWITCHES,

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from engine_acceptance.wire.client import Exchange
+from engine_acceptance.wire.types import Exchange
 from engine_acceptance.wire.sse import parse_sse
 from engine_acceptance.wire.stream_contract import (
     chunks_of,
