@@ -1,17 +1,24 @@
 """The architecture rules, read from the source: a broken layer fails here, not in review.
 
-DESIGN.md draws the package as layers: ``wire`` at the bottom, the pytest side on top,
-and the reference engine apart, a test double the suite may start but never lean on.
-These rules are what keeps that drawing true. They are checked with :mod:`ast` over
-every ``.py`` file, so nothing is imported and the test needs no engine:
+``docs/architecture.md`` draws the package as layers (its "Layers" section, the same table
+as :data:`LAYERS` here): the leaf types at the bottom, ``wire``, then profiles and media, the
+libraries, the pytest side, the tools on top, and the reference engine apart, a test double
+the suite may start but never lean on. These rules are what keeps that drawing true. They
+are checked with :mod:`ast` over every ``.py`` file, so nothing is imported and the test
+needs no engine:
+
+* no module imports a layer above its own (``tests/`` and ``fixtures/`` sit with the pytest
+  plugin); imports inside functions and under ``if TYPE_CHECKING:`` count, because a type
+  import is a dependency all the same and a late import only hides one;
+* every module of the package is placed in a layer, and the doc's table is the test's;
 
 * only the modules that launch the built-in engine import
   ``engine_acceptance.reference_engine`` (:data:`REFERENCE_ENGINE_LAUNCHERS`, each with
   its reason), and the engine imports nothing of the suite;
 * only ``engine_acceptance/pytest_plugin/`` imports pytest: the library stays usable and
   testable without it (imports inside functions count, they run all the same);
-* the package's modules import each other without a cycle (imports that run when the
-  module loads; ``if TYPE_CHECKING:`` blocks and function bodies do not);
+* the package's modules import each other without a circle, counting every import (in
+  functions and under ``if TYPE_CHECKING:`` too: both only hide a circle, they do not break it);
 * every third-party module the package, ``fixtures/`` or ``tests/`` imports comes from a
   distribution ``pyproject.toml`` declares, not one that happens to be installed as
   another package's dependency.
@@ -27,7 +34,7 @@ import importlib.metadata
 import re
 import sys
 import tomllib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +57,35 @@ REFERENCE_ENGINE_LAUNCHERS: Mapping[str, str] = {
     f"{PYTEST_PLUGIN}.options": "rejects an --inject name the built-in engine does not know, before starting it",
     f"{PACKAGE}.compare.run": "starts one built-in engine for each compared target named 'builtin'",
 }
+
+
+# The layers, bottom first: a module may import its own layer and the ones below it, never
+# one above. Names end in "/" (a folder: every module under it) or ".py" (one module), relative
+# to engine_acceptance/ except tests/ and fixtures/ (the checkout's, beside the pytest plugin);
+# "__init__.py" is the package's own. The most specific name wins: capabilities/registry.py
+# is data every layer from wire up reads, the rest of capabilities/ plans with profiles and
+# media. docs/architecture.md's "Layers" section shows the same table (checked below).
+LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("L0", ("__init__.py", "errors.py", "resources.py", "failure_categories.py", "proportions.py")),
+    ("L1", ("capabilities/registry.py",)),
+    ("L2", ("wire/",)),
+    ("L3", ("profiles/", "media/")),
+    ("L4", ("capabilities/",)),
+    ("L5", ("session.py", "assertions.py", "progress.py", "provenance.py", "trials.py", "shortfalls.py",
+            "allure_history.py", "load/", "recall/", "sandbox/", "tool_accuracy/")),
+    ("L6", ("pytest_plugin/", "tests/", "fixtures/")),
+    ("L7", ("compare/", "cli.py")),
+)
+# In no layer: imports nothing of the suite and is imported only by its launchers (rules above).
+APART = ("reference_engine/",)
+# Folders of the checkout, outside the package, that the layer rules read too.
+CHECKOUT_FOLDERS = ("tests", "fixtures")
+ARCHITECTURE_DOC = ROOT / "docs" / "architecture.md"
+
+# TEMPORARY, for the merge of issue 28's registry branch, which moves wire/discovery.py
+# (its probes import profiles/ and media/, above wire/) to capabilities/ (L4). Delete this
+# constant when that lands; test_every_layer_exemption_still_exists fails until then.
+MOVING_IN_ISSUE28_REGISTRY = frozenset({f"{PACKAGE}.wire.discovery"})
 
 
 # --- reading the source ------------------------------------------------------------------
@@ -225,18 +261,27 @@ def pytest_imports(root: Path) -> list[str]:
     return problems
 
 
+def imported_modules(found: Import, modules: Mapping[str, Path]) -> set[str]:
+    """The package modules one import names: ``from pkg import sub`` the submodule, ``from pkg import name`` pkg."""
+    targets = {f"{found.module}.{item}" if f"{found.module}.{item}" in modules else found.module
+               for item in found.names} or {found.module}
+    return targets & modules.keys()
+
+
 def import_graph(root: Path) -> dict[str, dict[str, Import]]:
-    """Module -> the package modules it imports when loaded (and the import that does it)."""
+    """Module -> the package modules it imports anywhere (and the first import that does it).
+
+    Every import counts: at load, inside a function, under ``if TYPE_CHECKING:``. A late or
+    type-only import keeps a circle from failing at load; the modules still depend on each
+    other, so the circle is reported all the same.
+    """
     modules = package_modules(root)
     graph: dict[str, dict[str, Import]] = {name: {} for name in modules}
     for name, path in modules.items():
         for found in imports_in(path, root):
-            if not found.at_load or not _within(found.module, PACKAGE):
+            if not _within(found.module, PACKAGE):
                 continue
-            # ``from pkg import sub`` loads the submodule; ``from pkg import name`` loads pkg.
-            targets = {f"{found.module}.{item}" if f"{found.module}.{item}" in modules else found.module
-                       for item in found.names} or {found.module}
-            for target in targets & modules.keys():
+            for target in imported_modules(found, modules):
                 if target != name:
                     graph[name].setdefault(target, found)
     return graph
@@ -306,19 +351,124 @@ def _cycle_through(start: str, members: set[str], graph: Mapping[str, Iterable[s
 
 
 def import_cycles(root: Path) -> list[str]:
-    """Each import cycle as a readable chain: ``a (a.py:3) -> b (b.py:9) -> a``."""
+    """Each import cycle as a readable chain: ``a (a.py:3 imports b) -> b (b.py:9 imports a) -> back to a``."""
     graph = import_graph(root)
     chains = []
     for component in _strongly_connected(graph):
         if len(component) < 2:
             continue
         cycle = _cycle_through(component[0], set(component), graph)
-        steps = [f"{module} ({graph[module][target].where(root)} imports {target})"
+        steps = [f"{module} ({_where_and_when(graph[module][target], root)} imports {target})"
                  for module, target in zip(cycle, cycle[1:])]
         others = f"; {len(component)} modules are tangled in all: {', '.join(component)}" \
             if len(component) > len(cycle) - 1 else ""
         chains.append(" -> ".join(steps) + f" -> back to {cycle[0]}{others}")
     return chains
+
+
+def _where_and_when(found: Import, root: Path) -> str:
+    return found.where(root) + ("" if found.at_load else f", {found.when}")
+
+
+# --- layers ---
+
+def _layer_prefix(name: str) -> str:
+    """A table name as a dotted prefix: ``wire/`` -> ``engine_acceptance.wire``, ``tests/`` -> ``tests``."""
+    if name == "__init__.py":
+        return PACKAGE
+    dotted = name.removesuffix("/").removesuffix(".py").replace("/", ".")
+    return dotted if dotted.partition(".")[0] in CHECKOUT_FOLDERS else f"{PACKAGE}.{dotted}"
+
+
+def layer_of(module: str, layers: Sequence[tuple[str, Sequence[str]]] = LAYERS) -> tuple[int, str] | None:
+    """(position, layer name) of the most specific table entry that covers ``module``; None if none does."""
+    best: tuple[int, int, str] | None = None
+    for position, (layer, names) in enumerate(layers):
+        for name in names:
+            prefix = _layer_prefix(name)
+            covers = module == prefix if name == "__init__.py" else _within(module, prefix)
+            if covers and (best is None or len(prefix) > best[0]):
+                best = (len(prefix), position, layer)
+    return None if best is None else (best[1], best[2])
+
+
+def _is_apart(module: str) -> bool:
+    return any(_within(module, _layer_prefix(name)) for name in APART)
+
+
+def layered_modules(root: Path) -> dict[str, Path]:
+    """The package's modules and the checkout's tests/ and fixtures/ modules, by dotted name."""
+    modules = dict(package_modules(root))
+    for folder in CHECKOUT_FOLDERS:
+        if (root / folder).is_dir():
+            modules.update({module_name(path, root): path for path in python_files(root, folder)})
+    return modules
+
+
+def unplaced_modules(root: Path, layers: Sequence[tuple[str, Sequence[str]]] = LAYERS) -> list[str]:
+    """Modules of the package that no layer covers (and that are not apart)."""
+    return [f"{name} ({path.relative_to(root)}) is in no layer: add it to LAYERS in selftest/test_layout.py "
+            f"and to the table of docs/architecture.md, at the layer its imports put it"
+            for name, path in package_modules(root).items()
+            if not _is_apart(name) and layer_of(name, layers) is None]
+
+
+def upward_imports(root: Path, layers: Sequence[tuple[str, Sequence[str]]] = LAYERS,
+                   exempt: Iterable[str] = ()) -> list[str]:
+    """Imports of a higher layer, wherever they sit (at load, in a function, under TYPE_CHECKING)."""
+    exempt = set(exempt)
+    package = package_modules(root)
+    problems = []
+    for name, path in layered_modules(root).items():
+        placed = layer_of(name, layers)
+        if placed is None or name in exempt:
+            continue
+        for found in imports_in(path, root):
+            if not _within(found.module, PACKAGE):
+                continue
+            for target in sorted(imported_modules(found, package)):
+                reached = layer_of(target, layers)
+                if reached is None or reached[0] <= placed[0]:
+                    continue
+                how = "" if found.at_load else f" ({found.when}, which counts all the same)"
+                problems.append(f"{found.where(root)} imports {target} ({reached[1]}){how}: {name} is in "
+                                f"{placed[1]} and may import only its own layer and the ones below")
+    return problems
+
+
+def stale_exemptions(root: Path, exempt: Iterable[str]) -> list[str]:
+    modules = package_modules(root)
+    return [f"{name} is exempt from the layer order but no such module exists: delete the exemption"
+            for name in sorted(exempt) if name not in modules]
+
+
+_DOC_LAYER_LINE = re.compile(r"^ {4}(L\d|apart)\s+(\S.*)$")
+
+
+def documented_layers(doc: Path) -> tuple[list[tuple[str, tuple[str, ...]]], tuple[str, ...]]:
+    """The table of the doc's "Layers" section: (layer, names) from the top line down, and what is apart.
+
+    In the section's indented block, each line ``    L<n>  name name ...`` is one layer; a name
+    ends in ``/`` or ``.py``, and the first word that does not ends the names (a comment).
+    """
+    text = doc.read_text(encoding="utf-8")
+    section = text.partition("\n## Layers\n")[2].partition("\n## ")[0]
+    layers: list[tuple[str, tuple[str, ...]]] = []
+    apart: tuple[str, ...] = ()
+    for line in section.splitlines():
+        match = _DOC_LAYER_LINE.match(line)
+        if not match:
+            continue
+        names = []
+        for word in match.group(2).split():
+            if not word.endswith(("/", ".py")):
+                break
+            names.append(word)
+        if match.group(1) == "apart":
+            apart = tuple(names)
+        else:
+            layers.append((match.group(1), tuple(names)))
+    return layers, apart
 
 
 def _normalise(distribution: str) -> str:
@@ -406,6 +556,29 @@ def test_package_modules_import_each_other_without_cycles() -> None:
     assert not cycles, _report(cycles)
 
 
+def test_no_module_imports_a_layer_above_its_own() -> None:
+    problems = upward_imports(ROOT, LAYERS, MOVING_IN_ISSUE28_REGISTRY)
+    assert not problems, _report(problems)
+
+
+def test_every_module_of_the_package_is_in_a_layer() -> None:
+    problems = unplaced_modules(ROOT, LAYERS)
+    assert not problems, _report(problems)
+
+
+def test_every_layer_exemption_still_exists() -> None:
+    problems = stale_exemptions(ROOT, MOVING_IN_ISSUE28_REGISTRY)
+    assert not problems, _report(problems)
+
+
+def test_the_architecture_doc_shows_the_layers_the_test_enforces() -> None:
+    layers, apart = documented_layers(ARCHITECTURE_DOC)
+    # The doc draws the top layer first, as one reads a stack.
+    assert list(reversed(layers)) == [(layer, tuple(names)) for layer, names in LAYERS], (
+        f"docs/architecture.md's Layers table differs from LAYERS in selftest/test_layout.py: {layers}")
+    assert apart == APART, f"docs/architecture.md sets apart {apart}, the test {APART}"
+
+
 def test_every_third_party_import_comes_from_a_declared_distribution() -> None:
     problems = undeclared_imports(ROOT, SHIPPED_FOLDERS, ROOT / "pyproject.toml")
     assert not problems, _report(problems)
@@ -490,16 +663,91 @@ def test_an_import_cycle_is_reported_as_a_chain(tmp_path: Path) -> None:
         f"{PACKAGE}/wire/client.py": "from engine_acceptance.wire.health import lost\n",
         f"{PACKAGE}/wire/health.py": "from . import readiness\n",
         f"{PACKAGE}/wire/readiness.py": "from engine_acceptance.wire.client import EngineTarget\n",
-        # Not cycles: a function-level import, and a type-only one.
-        f"{PACKAGE}/a.py": "import engine_acceptance.b\n",
-        f"{PACKAGE}/b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from engine_acceptance.a import x\n"
-                           "def f():\n    from engine_acceptance import a\n",
+        f"{PACKAGE}/c.py": "import engine_acceptance.d\n",
+        f"{PACKAGE}/d.py": "import json\n",
     })
     assert import_cycles(root) == [
         f"{PACKAGE}.wire.client ({PACKAGE}/wire/client.py:1 imports {PACKAGE}.wire.health) -> "
         f"{PACKAGE}.wire.health ({PACKAGE}/wire/health.py:1 imports {PACKAGE}.wire.readiness) -> "
         f"{PACKAGE}.wire.readiness ({PACKAGE}/wire/readiness.py:1 imports {PACKAGE}.wire.client) -> "
         f"back to {PACKAGE}.wire.client"]
+
+
+def test_a_cycle_closed_by_a_late_or_a_type_only_import_is_a_cycle_all_the_same(tmp_path: Path) -> None:
+    # The two ways this package used to hide a circle: the second import under TYPE_CHECKING
+    # (wire/client.py <-> wire/health.py), or inside a function (the reference engine's launcher).
+    root = _tree(tmp_path, {
+        f"{PACKAGE}/a.py": "import engine_acceptance.b\n",
+        f"{PACKAGE}/b.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from engine_acceptance.a import x\n",
+        f"{PACKAGE}/launcher.py": "def start():\n    from engine_acceptance.command import main\n",
+        f"{PACKAGE}/command.py": "from engine_acceptance.launcher import PREFIX\n",
+    })
+    assert import_cycles(root) == [
+        f"{PACKAGE}.a ({PACKAGE}/a.py:1 imports {PACKAGE}.b) -> {PACKAGE}.b ({PACKAGE}/b.py:3, under if "
+        f"TYPE_CHECKING imports {PACKAGE}.a) -> back to {PACKAGE}.a",
+        f"{PACKAGE}.command ({PACKAGE}/command.py:1 imports {PACKAGE}.launcher) -> {PACKAGE}.launcher "
+        f"({PACKAGE}/launcher.py:2, inside a function imports {PACKAGE}.command) -> back to {PACKAGE}.command"]
+
+
+_SMALL_LAYERS = (("L0", ("__init__.py", "errors.py")), ("L1", ("wire/",)), ("L2", ("profiles/", "media/")),
+                 ("L3", ("pytest_plugin/", "tests/", "fixtures/")))
+
+
+def test_an_upward_import_is_caught_wherever_it_sits(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {
+        f"{PACKAGE}/errors.py": "",
+        f"{PACKAGE}/wire/__init__.py": "",
+        f"{PACKAGE}/wire/client.py": "from engine_acceptance.errors import X\nfrom engine_acceptance.wire import sse\n",
+        f"{PACKAGE}/wire/sse.py": "",
+        f"{PACKAGE}/wire/readiness.py": "from engine_acceptance.profiles.profile import EngineProfile\n",
+        f"{PACKAGE}/wire/health.py": "def f():\n    from engine_acceptance.media import library\n",
+        f"{PACKAGE}/wire/typed.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
+                                    "    from engine_acceptance.profiles import profile\n",
+        f"{PACKAGE}/wire/moving.py": "from engine_acceptance.profiles.profile import EngineProfile\n",
+        f"{PACKAGE}/profiles/__init__.py": "",
+        f"{PACKAGE}/profiles/profile.py": "from engine_acceptance.media import library\nimport engine_acceptance.wire.client\n",
+        f"{PACKAGE}/media/__init__.py": "",
+        f"{PACKAGE}/media/library.py": "from engine_acceptance.pytest_plugin.keys import session_key\n",
+        f"{PACKAGE}/pytest_plugin/__init__.py": "",
+        f"{PACKAGE}/pytest_plugin/keys.py": "",
+        "fixtures/__init__.py": "",
+        "fixtures/engine.py": "from engine_acceptance.pytest_plugin.keys import session_key\n",
+        "tests/test_x.py": "from engine_acceptance.pytest_plugin import keys\nfrom engine_acceptance.wire import client\n",
+    })
+    problems = upward_imports(root, _SMALL_LAYERS, exempt=[f"{PACKAGE}.wire.moving"])
+    assert [problem.split(": ")[0] for problem in problems] == [
+        f"{PACKAGE}/media/library.py:1 imports {PACKAGE}.pytest_plugin.keys (L3)",
+        f"{PACKAGE}/wire/health.py:2 imports {PACKAGE}.media.library (L2) (inside a function, which counts all the same)",
+        f"{PACKAGE}/wire/readiness.py:1 imports {PACKAGE}.profiles.profile (L2)",
+        f"{PACKAGE}/wire/typed.py:3 imports {PACKAGE}.profiles.profile (L2) (under if TYPE_CHECKING, which counts all "
+        f"the same)",
+    ], problems
+    assert f"{PACKAGE}.wire.readiness is in L1" in problems[2]
+    # A module of no layer is named, so that it gets one; an exemption for a module gone is stale.
+    assert unplaced_modules(root, _SMALL_LAYERS) == []
+    (root / PACKAGE / "tools.py").write_text("", encoding="utf-8")
+    assert [problem.split(" (")[0] for problem in unplaced_modules(root, _SMALL_LAYERS)] == [f"{PACKAGE}.tools"]
+    assert stale_exemptions(root, [f"{PACKAGE}.wire.moving"]) == []
+    assert [p.split(" is ")[0] for p in stale_exemptions(root, [f"{PACKAGE}.wire.discovery"])] == [
+        f"{PACKAGE}.wire.discovery"]
+
+
+def test_the_most_specific_layer_entry_wins() -> None:
+    assert layer_of(f"{PACKAGE}.capabilities.registry") == (1, "L1")
+    assert layer_of(f"{PACKAGE}.capabilities.probes.media") == (4, "L4")
+    assert layer_of(PACKAGE) == (0, "L0")
+    assert layer_of(f"{PACKAGE}.errors") == (0, "L0")
+    assert layer_of("tests.test_text") == layer_of("fixtures.engine") == layer_of(f"{PYTEST_PLUGIN}.plugin") == (6, "L6")
+    assert layer_of(f"{REFERENCE_ENGINE}.server") is None
+
+
+def test_the_doc_table_is_read_top_down_names_first(tmp_path: Path) -> None:
+    doc = tmp_path / "architecture.md"
+    doc.write_text("# A\n\n## Layers\n\nText.\n\n    L1  compare/  cli.py      the tools\n"
+                   "    L0  errors.py  __init__.py\n\n    apart  reference_engine/   the engine\n\n"
+                   "## Next\n\n    L9  ignored/\n", encoding="utf-8")
+    assert documented_layers(doc) == ([("L1", ("compare/", "cli.py")), ("L0", ("errors.py", "__init__.py"))],
+                                      ("reference_engine/",))
 
 
 def test_a_package_reexporting_its_submodules_is_not_a_cycle(tmp_path: Path) -> None:
