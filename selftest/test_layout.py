@@ -11,7 +11,6 @@ needs no engine:
   plugin); imports inside functions and under ``if TYPE_CHECKING:`` count, because a type
   import is a dependency all the same and a late import only hides one;
 * every module of the package is placed in a layer, and the doc's table is the test's;
-
 * only the modules that launch the built-in engine import
   ``engine_acceptance.reference_engine`` (:data:`REFERENCE_ENGINE_LAUNCHERS`, each with
   its reason), and the engine imports nothing of the suite;
