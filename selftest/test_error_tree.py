@@ -88,10 +88,12 @@ class SourceTree:
 
     classes: dict[str, ClassInfo]
     imported: dict[str, dict[str, str]]
+    # A second class statement of a name its module already has (the first is the one resolved).
+    shadowed: list[ClassInfo]
 
     def canonical(self, qualname: str) -> str:
         """``engine_acceptance.load.GateError`` (a re-export) -> where the class is defined."""
-        for _ in range(10):
+        for _ in range(10):  # a re-export of a re-export is followed; the bound stops an import loop
             if qualname in self.classes:
                 return qualname
             module, _, name = qualname.rpartition(".")
@@ -121,6 +123,9 @@ class SourceTree:
 
     def exception_classes(self) -> list[ClassInfo]:
         return [cls for qualname, cls in self.classes.items() if self.is_exception(qualname)]
+
+    def shadowed_exception_classes(self) -> list[ClassInfo]:
+        return [cls for cls in self.shadowed if any(self.is_exception(base) for base in cls.bases)]
 
 
 def _outside_class_is_exception(qualname: str) -> bool:
@@ -183,7 +188,7 @@ def _resolve(expr: ast.expr, module: str, imported: Mapping[str, str], local: se
 
 def read_source(root: Path, folders: Iterable[str] = SUITE_FOLDERS) -> SourceTree:
     """Every class statement under ``folders`` of ``root`` (nested ones too), bases resolved."""
-    source = SourceTree(classes={}, imported={})
+    source = SourceTree(classes={}, imported={}, shadowed=[])
     for folder in folders:
         for path in sorted((root / folder).rglob("*.py")):
             if "__pycache__" in path.parts:
@@ -197,7 +202,10 @@ def read_source(root: Path, folders: Iterable[str] = SUITE_FOLDERS) -> SourceTre
                 if isinstance(node, ast.ClassDef):
                     bases = tuple(_resolve(base, module, imported, local) for base in node.bases)
                     info = ClassInfo(f"{module}.{node.name}", path.relative_to(root).as_posix(), node.lineno, bases)
-                    source.classes.setdefault(info.qualname, info)
+                    if info.qualname in source.classes:
+                        source.shadowed.append(info)
+                    else:
+                        source.classes[info.qualname] = info
     return source
 
 
@@ -225,7 +233,7 @@ def outside_the_root(source: SourceTree, exempt: Mapping[str, str] = OUTSIDE_THE
 def defined_twice(source: SourceTree) -> list[str]:
     """Exception class names given to more than one class (the reference engine's included)."""
     by_name: dict[str, list[ClassInfo]] = {}
-    for cls in source.exception_classes():
+    for cls in source.exception_classes() + source.shadowed_exception_classes():
         by_name.setdefault(cls.name, []).append(cls)
     return [f"{name} is defined {len(found)} times: {', '.join(cls.where for cls in found)}"
             for name, found in sorted(by_name.items()) if len(found) > 1]
@@ -435,6 +443,14 @@ def test_a_name_defined_twice_fails_naming_both_places(tmp_path: Path) -> None:
     assert defined_twice(source) == [
         "MediaError is defined 2 times: engine_acceptance/media/library.py:4, "
         "engine_acceptance/reference_engine/protocol.py:1"]
+
+
+def test_a_name_defined_twice_in_one_module_fails(tmp_path: Path) -> None:
+    source = _small_tree(tmp_path, **{f"{PACKAGE}__load__gate": "from engine_acceptance.errors import UsageError\n"
+                                                                "class GateError(UsageError):\n    pass\n"
+                                                                "class GateError(UsageError):\n    pass\n"})
+    assert defined_twice(source) == [
+        "GateError is defined 2 times: engine_acceptance/load/gate.py:2, engine_acceptance/load/gate.py:4"]
 
 
 def test_a_class_missing_from_the_docs_fails_naming_it(tmp_path: Path) -> None:
