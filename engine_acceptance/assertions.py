@@ -16,6 +16,7 @@ import re
 from collections.abc import Sequence
 from typing import Iterable
 
+from engine_acceptance.errors import EngineAcceptanceError
 from engine_acceptance.wire.types import Exchange
 from engine_acceptance.wire.reassembly import Reply
 
@@ -53,7 +54,7 @@ def short(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[:limit] + "…"
 
 
-class SeveralProblems(AssertionError):
+class SeveralProblems(EngineAcceptanceError, AssertionError):
     """A failed check that found more than one problem; ``problems`` keeps them apart.
 
     The message's first line is the header and the problems' first lines (cut), then each

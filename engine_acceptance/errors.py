@@ -1,11 +1,21 @@
 """One error tree for the whole package.
 
-``EngineAcceptanceError`` is the root. Under it, ``UsageError`` is whatever the user can
-fix in what they gave us (options, profiles, expectation records, settings files, a
-missing suite): the plugin maps it to pytest's usage error, exit code 4, in one place.
-``EngineUnavailable`` means the engine could not be reached or never became ready: exit
-code 6, before any check runs. Everything else that goes wrong is a check's failure,
-reported by the check, not an exception of ours.
+``EngineAcceptanceError`` is the root of every exception class the suite raises on purpose.
+Under it, ``UsageError`` is whatever the user can fix in what they gave us (options,
+profiles, expectation records, settings files, a missing suite): the plugin maps it to
+pytest's usage error, exit code 4, in one place. ``EngineUnavailable`` means the engine
+could not be reached or never became ready: exit code 6, before any check runs. The few
+other classes under the root name what stopped a measurement (a token count, a prompt
+source, a load worker, a reply past the cap): each is caught by name where it happens, or
+fails the check it happens in, with the reason. ``assertions.SeveralProblems`` is a check's
+failure itself, and also an ``AssertionError`` so pytest and Allure count it failed, not
+broken. A failing engine is never an exception of ours: it is a check's failure.
+
+Two classes stay outside the root on purpose: ``pytest_plugin.interrupts.Terminated`` is a
+``KeyboardInterrupt`` (under the root it would be an ``Exception``, and an ``except
+Exception`` on the way would swallow the stop), and ``assertions.ObservationWarning`` is a
+warning category, never raised. ``docs/architecture.md`` draws the whole tree, and
+``selftest/test_error_tree.py`` holds the code to it.
 """
 
 from __future__ import annotations

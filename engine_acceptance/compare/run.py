@@ -99,7 +99,7 @@ USAGE_ERROR, INTERRUPTED, ENGINE_UNAVAILABLE = 4, 2, 6
 INTERRUPT_GRACE_S = 20.0
 
 
-class CompareUsageError(UsageError, ValueError):
+class CompareUsageError(UsageError):
     """A bad driver option: printed with the usage, exit code 4."""
 
 

@@ -59,7 +59,7 @@ _THRESHOLD = re.compile(r"^\s*(?:(?P<cell>[^:]+):)?(?P<metric>[a-z0-9_]+)\s*(?P<
 _TOLERANCE = re.compile(r"^\s*(?P<metric>[a-z0-9_]+)\s*=\s*(?P<pct>[0-9.eE+]+)\s*%?\s*$")
 
 
-class GateError(UsageError, ValueError):
+class GateError(UsageError):
     """A threshold, tolerance or baseline file that cannot be used, with what is wrong."""
 
 

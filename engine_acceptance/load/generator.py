@@ -130,7 +130,7 @@ class Cell:
                 "warmup_requests": self.warmup_requests}
 
 
-class PromptSourceError(EngineAcceptanceError, RuntimeError):
+class PromptSourceError(EngineAcceptanceError):
     """Exact-length prompts cannot be built for this engine (no tokenizer reachable)."""
 
 

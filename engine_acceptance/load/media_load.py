@@ -105,7 +105,7 @@ class MediaCell:
         return self.concurrency
 
 
-class MediaSettingsError(UsageError, ValueError):
+class MediaSettingsError(UsageError):
     """A ``--media-shapes`` value that cannot be used."""
 
     option = "--media-shapes"

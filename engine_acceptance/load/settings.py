@@ -50,7 +50,7 @@ DEFAULT_SHAPES = "smoke"
 _CELL = re.compile(r"^(?P<input>\d+)/(?P<output>\d+)(?:@(?P<concurrency>\d+)(?:x(?P<requests>\d+))?)?$")
 
 
-class SettingsError(UsageError, ValueError):
+class SettingsError(UsageError):
     """A throughput option value that cannot be used: (option, message)."""
 
     def __init__(self, option: str, message: str) -> None:

@@ -65,7 +65,7 @@ Send = Callable[[int, str], Awaitable["tuple[float | None, str | None]"]]
 Progress = Callable[[str], None]
 
 
-class SoakSettingsError(UsageError, ValueError):
+class SoakSettingsError(UsageError):
     """A soak option value that cannot be used: names the option."""
 
     def __init__(self, option: str, message: str) -> None:

@@ -51,7 +51,7 @@ START_MARGIN_S = 0.1
 STOP_TIMEOUT_S = 10.0
 
 
-class WorkerError(EngineAcceptanceError, RuntimeError):
+class WorkerError(EngineAcceptanceError):
     """A load worker process raised, died or broke the protocol; the message names it and why."""
 
 

@@ -88,7 +88,7 @@ Kind = Literal["image", "video", "corrupt"]
 PartType = Literal["image", "video"]
 
 
-class MediaError(UsageError, RuntimeError):
+class MediaError(UsageError):
     """A committed media file is missing or does not match its manifest."""
 
 

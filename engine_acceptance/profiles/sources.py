@@ -47,7 +47,7 @@ _NOUNS = {"models": ("model profile", "model profiles"), "engines": ("engine pro
           "expectations": ("record file", "record files")}
 
 
-class ProfileError(UsageError, ValueError):
+class ProfileError(UsageError):
     """A profile, a record file or a profiles dir that is missing, unreadable or does not match its schema."""
 
 

@@ -90,7 +90,7 @@ MIN_LINE_TOKENS = 8
 _PADS = ("。", "，", "、", "的", "了", "…", ".", ",", " ")
 
 
-class HaystackError(UsageError, ValueError):
+class HaystackError(UsageError):
     """The prompt cannot be built as asked (too short, or the tokenizer misbehaves)."""
 
 

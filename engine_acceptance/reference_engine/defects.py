@@ -29,8 +29,8 @@ from .retrieval import corrupt_first_code, drop_middle
 from .media_facts import ImageFacts, SeenMedia
 
 if TYPE_CHECKING:
-    from .protocol import ChatRequest, MediaError, RequestError, Sampling
     from .conversation import ThinkingMode
+    from .protocol import ChatRequest, MediaRequestError, RequestError, Sampling
     from .responder import Answer
     from .tools import ToolRequest
 
@@ -209,7 +209,7 @@ class DefectHooks:
         """Whether a stream ends with `data: [DONE]`."""
         return "no-done" not in self.active
 
-    def media_error(self, error: MediaError) -> RequestError:
+    def media_error(self, error: MediaRequestError) -> RequestError:
         """The refusal of corrupt media (a 400 when no defect is active)."""
         if "media-crash" in self.active:
             # A real crash: no response, no cleanup, the socket closes with the process.

@@ -25,7 +25,7 @@ __all__ = [
     "ChatRequest",
     "CompletionRequest",
     "DetokenizeRequest",
-    "MediaError",
+    "MediaRequestError",
     "PromptInput",
     "RequestError",
     "ResponseFormat",
@@ -71,7 +71,7 @@ class RequestError(Exception):
         self.plain = False
 
 
-class MediaError(RequestError):
+class MediaRequestError(RequestError):
     """Client media that cannot be decoded: a 400, like vLLM (defects may change that)."""
 
 
@@ -274,7 +274,7 @@ def _validate_content(content: Any, index: int, seen_media: list[SeenMedia] | No
             try:
                 seen = perceive_part(kind, media["url"], index)
             except UndecodableMedia as exc:
-                raise MediaError(f"{where}: {exc}", param="messages") from None
+                raise MediaRequestError(f"{where}: {exc}", param="messages") from None
             if seen_media is not None:
                 seen_media.append(seen)
         else:

@@ -38,7 +38,7 @@ from .logprobs import LogprobSlicer, logprob_entries
 from .protocol import (
     ChatRequest,
     CompletionRequest,
-    MediaError,
+    MediaRequestError,
     RequestError,
     output_budget,
     parse_chat_request,
@@ -284,7 +284,7 @@ class ReferenceEngine:
     def _prepare_chat(self, body: dict[str, Any]) -> tuple[ChatRequest, int, list[Generation]]:
         try:
             return self._prepare_chat_checked(body)
-        except MediaError as error:
+        except MediaRequestError as error:
             raise self.hooks.media_error(error) from None
         except RequestError as error:
             if self.hooks.accepts_bad_request(error):

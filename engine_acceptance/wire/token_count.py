@@ -66,7 +66,7 @@ __all__ = [
 LOCAL_BATCH_CHARS = 64 * 1024
 
 
-class TokenCountError(EngineAcceptanceError, RuntimeError):
+class TokenCountError(EngineAcceptanceError):
     """A count could not be made: unreadable tokenizer file, or /tokenize refused."""
 
 
