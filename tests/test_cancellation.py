@@ -37,7 +37,7 @@ import pytest
 
 from engine_acceptance.assertions import assert_no_problems, short
 from engine_acceptance.profiles.profile import EngineProfile, ModelProfile
-from engine_acceptance.pytest_plugin.allure_report import attach_json
+from engine_acceptance.report_attachments import attach_json
 from engine_acceptance.resources import load_prompts
 from engine_acceptance.wire.cancellation import (
     GAUGES,

@@ -26,7 +26,7 @@ from engine_acceptance.media import library as media
 from engine_acceptance.wire.client import Exchange
 from engine_acceptance.media.messages import attach_media, media_part, refusal_problem, user_turn
 from engine_acceptance.profiles.profile import EngineProfile
-from engine_acceptance.pytest_plugin.allure_report import attach_json
+from engine_acceptance.report_attachments import attach_json
 from engine_acceptance.resources import load_prompts
 
 # Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.

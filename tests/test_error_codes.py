@@ -26,7 +26,7 @@ import pytest
 
 from engine_acceptance.media.messages import error_message, refusal_problem
 from engine_acceptance.profiles.profile import EngineProfile
-from engine_acceptance.pytest_plugin.allure_report import attach_json
+from engine_acceptance.report_attachments import attach_json
 from engine_acceptance.resources import load_prompts
 from engine_acceptance.session import AcceptanceSession
 from engine_acceptance.wire.client import Exchange

@@ -26,7 +26,7 @@ from engine_acceptance.load.media_load import (
     measure_media_cell,
     select_media_cells,
 )
-from engine_acceptance.pytest_plugin.allure_report import attach_json
+from engine_acceptance.report_attachments import attach_json
 from engine_acceptance.assertions import assert_no_problems
 from engine_acceptance.pytest_plugin.keys import options_key
 

@@ -29,7 +29,7 @@ from engine_acceptance.load.slo_report import slo_chart_png, slo_csv, slo_table_
 from engine_acceptance.load.slo_search import SearchPolicy, Step, search_highest_rate
 from engine_acceptance.load.slo_settings import OpenLoopSettings
 from engine_acceptance.progress import Write, terminal_writer
-from engine_acceptance.pytest_plugin.allure_report import attach_json
+from engine_acceptance.report_attachments import attach_json
 from engine_acceptance.assertions import assert_no_problems
 from engine_acceptance.pytest_plugin.keys import options_key
 

@@ -32,7 +32,7 @@ from engine_acceptance.wire.client import RawStreamingClient
 from engine_acceptance.media.messages import image_part, user_turn
 from engine_acceptance.profiles.profile import DATA_ROOT
 from engine_acceptance.progress import Write, terminal_writer
-from engine_acceptance.pytest_plugin.allure_report import attach_json
+from engine_acceptance.report_attachments import attach_json
 from engine_acceptance.load.soak import SoakReport, SoakSettings, run_soak
 from engine_acceptance.resources import read_yaml
 from engine_acceptance.wire.prometheus import parse_prometheus, pick_series

@@ -25,7 +25,7 @@ import pytest
 
 from engine_acceptance.load.charts import workload_chart_png
 from engine_acceptance.load.generator import Cell, CellResult, PromptSource, measure_cell
-from engine_acceptance.pytest_plugin.allure_report import attach_json
+from engine_acceptance.report_attachments import attach_json
 from engine_acceptance.load.validity import (
     Recount,
     count_notes,

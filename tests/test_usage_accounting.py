@@ -40,7 +40,7 @@ import pytest
 from engine_acceptance.assertions import assert_no_problems, reply_of
 from engine_acceptance.pytest_plugin.keys import options_key
 from engine_acceptance.wire.reassembly import Reply
-from engine_acceptance.pytest_plugin.allure_report import attach_exchange, attach_json
+from engine_acceptance.report_attachments import attach_exchange, attach_json
 from engine_acceptance.session import AcceptanceSession
 from engine_acceptance.wire.token_count import LocalTokenCounter, PromptAccounting, ServerTokenCounter, TokenCountError
 

@@ -34,7 +34,7 @@ from engine_acceptance.wire import health as engine_health
 from engine_acceptance.wire.client import MAX_REPLY_BYTES, ClientTimeouts, EngineTarget, RawStreamingClient, SdkChatClient
 from engine_acceptance.reference_engine.faults import HUGE_REPLY_BYTES
 from engine_acceptance.reference_engine.launcher import start_reference_engine
-from engine_acceptance.pytest_plugin.allure_report import RAW_ATTACH_LIMIT
+from engine_acceptance.report_attachments import RAW_ATTACH_LIMIT
 
 pytestmark = pytest.mark.e2e
 
