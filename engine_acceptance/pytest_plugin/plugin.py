@@ -41,8 +41,9 @@ from engine_acceptance.pytest_plugin.phases import (
     split_for_phase,
 )
 from engine_acceptance.pytest_plugin.records import RecordHooks
-from engine_acceptance.pytest_plugin.verdict import SIZE_PROPERTY, GateCollector
+from engine_acceptance.pytest_plugin.verdict import GateCollector
 from engine_acceptance.session import AcceptanceSession
+from engine_acceptance.shortfalls import SIZE_PROPERTY
 from engine_acceptance.wire import health
 
 __all__ = ["ENGINE_UNAVAILABLE_EXIT_CODE"]
