@@ -25,7 +25,7 @@ from typing import Any
 import allure
 import pytest
 
-from engine_acceptance.pytest_plugin import interrupts
+from engine_acceptance.sigterm import Terminated
 
 from engine_acceptance.media import library as media
 from engine_acceptance.wire.client import RawStreamingClient
@@ -150,7 +150,7 @@ async def test_mixed_traffic_soak_has_no_failed_request_and_no_rising_error_rate
     if fired:
         # The report is written; now stop the run the way the signal asked.
         if fired[0] == "SIGTERM":
-            raise interrupts.Terminated("SIGTERM received during the soak: the run was stopped from outside")
+            raise Terminated("SIGTERM received during the soak: the run was stopped from outside")
         raise KeyboardInterrupt("Ctrl-C during the soak")
     problems = report.problems()
     assert_no_problems(problems)
