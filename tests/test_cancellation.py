@@ -18,7 +18,7 @@ non-streamed requests are given up before their reply (``[non-streamed]``). Then
   A leaked request (still generating for nobody, holding its KV cache) fails here.
 
 The gauges count every client's requests, so these checks run in the measurement phase,
-one at a time, alone on the engine (``pytest_plugin/phases.py``), and the idle values are
+one at a time, alone on the engine (docs/architecture.md, "Two phases"), and the idle values are
 read there before the disconnects, once nothing is running or waiting. The idle check comes
 first in this module, so its baseline is the engine's idle before any of this module's
 disconnects (a leaked request of the serving check would otherwise sit in it).

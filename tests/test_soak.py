@@ -37,7 +37,6 @@ from engine_acceptance.load.soak import SoakReport, SoakSettings, run_soak
 from engine_acceptance.resources import read_yaml
 from engine_acceptance.wire.prometheus import parse_prometheus, pick_series
 from engine_acceptance.assertions import assert_no_problems
-from engine_acceptance.pytest_plugin.keys import options_key
 
 # Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
 pytestmark = [
@@ -104,8 +103,8 @@ async def _metrics(client: RawStreamingClient, path: str) -> tuple[dict[str, flo
 
 
 async def test_mixed_traffic_soak_has_no_failed_request_and_no_rising_error_rate(
-        pytestconfig, acceptance, engine_profile, model_profile, prompts, soak_write, request) -> None:
-    settings: SoakSettings = pytestconfig.stash[options_key].soak
+        suite_options, acceptance, engine_profile, model_profile, prompts, soak_write, request) -> None:
+    settings: SoakSettings = suite_options.soak
     notes = []
     if settings.image_share > 0 and not model_profile.has("image"):
         notes.append(f"text only, no image requests: {acceptance.skip_reason('image')}")
