@@ -118,9 +118,8 @@ def _configure(config: pytest.Config) -> None:
     engine_profiles = check_profiles(options)
     if config.option.collectonly:
         return
-    session, options = prepare_session(options, engine_profiles,
-                                       keep_reference=lambda running: config.stash.__setitem__(reference_key, running))
-    config.stash[options_key] = options
+    session = prepare_session(options, engine_profiles,
+                              keep_reference=lambda running: config.stash.__setitem__(reference_key, running))
     config.stash[session_key] = session
     gate_hooks.session = session
     gate.plans = session.plans
