@@ -5,6 +5,10 @@ and probes what the deployment serves; workers receive the result as plain JSON
 (``to_dict``/``from_dict``) instead of probing the engine again. The checks see
 the *effective* model profile: the declared one, with the capabilities that are
 tested (declared, discovered or required) and the settings discovery found.
+
+The session is frozen, and what is derived from it (the target every client is bound
+to, the redactor, the capability plans) is computed once when it is built, so every
+check of a process talks to the engine through the same target.
 """
 
 from __future__ import annotations
@@ -33,8 +37,10 @@ class ReferenceTarget:
     log_path: str | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class AcceptanceSession:
+    """The engine handle: its identity (``engine``), the key, the target, the profiles and what discovery found."""
+
     engine: EngineInfo
     engine_profile: EngineProfile
     # The profile file as written; the checks read `model_profile`, the effective one.
@@ -50,10 +56,19 @@ class AcceptanceSession:
     stated_not_served: dict[str, str] = field(default_factory=dict)
     plans: dict[str, CapabilityPlan] = field(init=False, repr=False)
     model_profile: ModelProfile = field(init=False, repr=False)
+    # Where every client of this process sends its requests: the engine's URL and model, the key, the timeouts.
+    target: EngineTarget = field(init=False, repr=False)
+    # Keeps the key out of every report.
+    redactor: Redactor = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self.plans = plan_capabilities(self.declared_profile, self.discovery, self.required, self.stated_not_served)
-        self.model_profile = effective_profile(self.declared_profile, self.plans, self.discovery)
+        # Frozen: the derived fields are set once here, through object.__setattr__.
+        plans = plan_capabilities(self.declared_profile, self.discovery, self.required, self.stated_not_served)
+        object.__setattr__(self, "plans", plans)
+        object.__setattr__(self, "model_profile", effective_profile(self.declared_profile, plans, self.discovery))
+        object.__setattr__(self, "target", EngineTarget(base_url=self.engine.url, model=self.engine.model,
+                                                        api_key=self.api_key, timeouts=self.timeouts))
+        object.__setattr__(self, "redactor", Redactor([self.api_key]))
 
     def engine_facts(self) -> list[str]:
         """Lines beside the capability table: what the engine offers the measurements."""
@@ -87,16 +102,6 @@ class AcceptanceSession:
         if plan is None or plan.discovered != "broken":
             return ""
         return f"{capability} found broken by capability discovery ({plan.evidence}); "
-
-    @property
-    def target(self) -> EngineTarget:
-        return EngineTarget(
-            base_url=self.engine.url, model=self.engine.model, api_key=self.api_key, timeouts=self.timeouts
-        )
-
-    @property
-    def redactor(self) -> Redactor:
-        return Redactor([self.api_key])
 
     @property
     def tokenize_endpoint(self) -> str | None:

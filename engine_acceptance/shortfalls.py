@@ -23,7 +23,7 @@ from engine_acceptance.load.media_load import MediaCell, select_media_cells
 from engine_acceptance.load.settings import DEFAULT_ROUNDS, DEFAULT_SHAPES, full_matrix, select_cells
 from engine_acceptance.recall.haystack import ANSWER_ROOM_TOKENS, TEMPLATE_ROOM_TOKENS, recall_budget
 
-__all__ = ["DEFAULT_MEDIA_SHAPES", "MILLION_TOKENS", "Shortfall", "million_note", "media_shortfalls",
+__all__ = ["DEFAULT_MEDIA_SHAPES", "MILLION_TOKENS", "SIZE_PROPERTY", "Shortfall", "million_note", "media_shortfalls",
            "recall_shortfalls", "throughput_shortfalls", "tool_accuracy_shortfalls"]
 
 # The context the million-token checks are named for (MiniMax-M3's, seed 000).
@@ -31,6 +31,9 @@ MILLION_TOKENS = 1_048_576
 # What --media-shapes measures unless told otherwise.
 DEFAULT_MEDIA_SHAPES = "full"
 _ROOM = ANSWER_ROOM_TOKENS + TEMPLATE_ROOM_TOKENS
+# The user property a check records when it ran smaller than its name says ("ran at 7,000 tokens,
+# not 1,048,576"): the terminal's status word and gate.json's figures carry it.
+SIZE_PROPERTY = "size_shortfall"
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ import pytest
 from engine_acceptance.assertions import short
 from engine_acceptance.wire.client import RawStreamingClient
 from engine_acceptance.wire.types import EngineTarget, Exchange
-from engine_acceptance.pytest_plugin.allure_report import attach_exchange
+from engine_acceptance.report_attachments import attach_exchange
 from engine_acceptance.session import AcceptanceSession
 
 # Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.

@@ -18,7 +18,7 @@ non-streamed requests are given up before their reply (``[non-streamed]``). Then
   A leaked request (still generating for nobody, holding its KV cache) fails here.
 
 The gauges count every client's requests, so these checks run in the measurement phase,
-one at a time, alone on the engine (``pytest_plugin/phases.py``), and the idle values are
+one at a time, alone on the engine (docs/architecture.md, "Two phases"), and the idle values are
 read there before the disconnects, once nothing is running or waiting. The idle check comes
 first in this module, so its baseline is the engine's idle before any of this module's
 disconnects (a leaked request of the serving check would otherwise sit in it).
@@ -37,7 +37,7 @@ import pytest
 
 from engine_acceptance.assertions import assert_no_problems, short
 from engine_acceptance.profiles.profile import EngineProfile, ModelProfile
-from engine_acceptance.pytest_plugin.allure_report import attach_json
+from engine_acceptance.report_attachments import attach_json
 from engine_acceptance.resources import load_prompts
 from engine_acceptance.wire.cancellation import (
     GAUGES,

@@ -18,7 +18,7 @@ import pytest
 
 from engine_acceptance.assertions import assert_no_problems, reply_of, short
 from engine_acceptance.sandbox.code_extraction import check_function_source, extract_code
-from engine_acceptance.pytest_plugin.allure_report import attach_json
+from engine_acceptance.report_attachments import attach_json
 from engine_acceptance.sandbox.runner import CaseRun, run_function
 
 # Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.

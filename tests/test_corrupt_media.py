@@ -28,7 +28,7 @@ from engine_acceptance.media.messages import attach_media
 from engine_acceptance.wire.media_parts import media_part, user_turn
 from engine_acceptance.wire.contract import refusal_problem
 from engine_acceptance.profiles.profile import EngineProfile
-from engine_acceptance.pytest_plugin.allure_report import attach_json
+from engine_acceptance.report_attachments import attach_json
 from engine_acceptance.resources import load_prompts
 
 # Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.

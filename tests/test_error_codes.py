@@ -25,7 +25,7 @@ from typing import Any
 import pytest
 
 from engine_acceptance.profiles.profile import EngineProfile
-from engine_acceptance.pytest_plugin.allure_report import attach_json
+from engine_acceptance.report_attachments import attach_json
 from engine_acceptance.resources import load_prompts
 from engine_acceptance.session import AcceptanceSession
 from engine_acceptance.wire.types import Exchange

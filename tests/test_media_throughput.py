@@ -26,9 +26,9 @@ from engine_acceptance.load.media_load import (
     measure_media_cell,
     select_media_cells,
 )
-from engine_acceptance.pytest_plugin.allure_report import attach_json
+from engine_acceptance.report_attachments import attach_json
 from engine_acceptance.assertions import assert_no_problems
-from engine_acceptance.pytest_plugin.keys import options_key
+from engine_acceptance.pytest_plugin.public import suite_options_of
 
 # Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
 pytestmark = [pytest.mark.asyncio, pytest.mark.throughput]
@@ -44,7 +44,7 @@ class MediaLoad:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "media_load" not in metafunc.fixturenames:
         return
-    options = metafunc.config.stash.get(options_key, None)
+    options = suite_options_of(metafunc.config)
     settings = options.media if options is not None else None
     cells = settings.cells if settings is not None else tuple(select_media_cells("full"))
     grouped: dict[str, list[MediaCell]] = {}

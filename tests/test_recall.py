@@ -38,9 +38,8 @@ import allure
 import pytest
 
 from engine_acceptance.assertions import assert_no_problems, short
-from engine_acceptance.pytest_plugin.verdict import SIZE_PROPERTY
 from engine_acceptance.recall.haystack import RecallBudget
-from engine_acceptance.shortfalls import million_note
+from engine_acceptance.shortfalls import SIZE_PROPERTY, million_note
 from engine_acceptance.wire.reassembly import Reply
 from engine_acceptance.recall.answers import code_problems, codes_in, json_codes
 from engine_acceptance.recall.cases import (FIELD_KEYS, NO_COUNT_REASON, RecallRun, field_case, field_cases, field_prefix,

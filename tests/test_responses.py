@@ -35,7 +35,7 @@ import pytest
 from engine_acceptance.assertions import assert_no_problems, markers_found, short
 from engine_acceptance.profiles.profile import ModelProfile
 from engine_acceptance.profiles.tool_schemas import argument_problems, load_tool
-from engine_acceptance.pytest_plugin.allure_report import attach_exchange
+from engine_acceptance.report_attachments import attach_exchange
 from engine_acceptance.resources import load_prompts
 from engine_acceptance.wire.types import Exchange
 from engine_acceptance.wire.responses import (

@@ -30,7 +30,7 @@ import pytest
 from engine_acceptance.assertions import ObservationWarning, assert_no_problems, reply_of, short
 from engine_acceptance.profiles.profile import ModelProfile
 from engine_acceptance.profiles.request_options import with_thinking_mode
-from engine_acceptance.pytest_plugin.allure_report import attach_json
+from engine_acceptance.report_attachments import attach_json
 from engine_acceptance.resources import load_prompts
 from engine_acceptance.wire.contract import choices_of, logprob_problems, logprobs_of
 

@@ -29,9 +29,9 @@ from engine_acceptance.load.slo_report import slo_chart_png, slo_csv, slo_table_
 from engine_acceptance.load.slo_search import SearchPolicy, Step, search_highest_rate
 from engine_acceptance.load.slo_settings import OpenLoopSettings
 from engine_acceptance.progress import Write, terminal_writer
-from engine_acceptance.pytest_plugin.allure_report import attach_json
+from engine_acceptance.report_attachments import attach_json
 from engine_acceptance.assertions import assert_no_problems
-from engine_acceptance.pytest_plugin.keys import options_key
+from engine_acceptance.pytest_plugin.public import AcceptanceOptions
 
 # Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
 pytestmark = [pytest.mark.asyncio, pytest.mark.slo]
@@ -44,9 +44,8 @@ def slo_write(pytestconfig: pytest.Config) -> Write:
 
 
 @pytest.fixture
-def open_loop_settings(pytestconfig: pytest.Config) -> OpenLoopSettings:
-    options = pytestconfig.stash.get(options_key, None)
-    return options.open_loop if options is not None else OpenLoopSettings()
+def open_loop_settings(suite_options: AcceptanceOptions) -> OpenLoopSettings:
+    return suite_options.open_loop
 
 
 @pytest.fixture

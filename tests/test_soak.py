@@ -25,19 +25,18 @@ from typing import Any
 import allure
 import pytest
 
-from engine_acceptance.pytest_plugin import interrupts
+from engine_acceptance.sigterm import Terminated
 
 from engine_acceptance.media import library as media
 from engine_acceptance.wire.client import RawStreamingClient
 from engine_acceptance.wire.media_parts import image_part, user_turn
 from engine_acceptance.profiles.profile import DATA_ROOT
 from engine_acceptance.progress import Write, terminal_writer
-from engine_acceptance.pytest_plugin.allure_report import attach_json
+from engine_acceptance.report_attachments import attach_json
 from engine_acceptance.load.soak import SoakReport, SoakSettings, run_soak
 from engine_acceptance.resources import read_yaml
 from engine_acceptance.wire.prometheus import parse_prometheus, pick_series
 from engine_acceptance.assertions import assert_no_problems
-from engine_acceptance.pytest_plugin.keys import options_key
 
 # Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
 pytestmark = [
@@ -104,8 +103,8 @@ async def _metrics(client: RawStreamingClient, path: str) -> tuple[dict[str, flo
 
 
 async def test_mixed_traffic_soak_has_no_failed_request_and_no_rising_error_rate(
-        pytestconfig, acceptance, engine_profile, model_profile, prompts, soak_write, request) -> None:
-    settings: SoakSettings = pytestconfig.stash[options_key].soak
+        suite_options, acceptance, engine_profile, model_profile, prompts, soak_write, request) -> None:
+    settings: SoakSettings = suite_options.soak
     notes = []
     if settings.image_share > 0 and not model_profile.has("image"):
         notes.append(f"text only, no image requests: {acceptance.skip_reason('image')}")
@@ -150,7 +149,7 @@ async def test_mixed_traffic_soak_has_no_failed_request_and_no_rising_error_rate
     if fired:
         # The report is written; now stop the run the way the signal asked.
         if fired[0] == "SIGTERM":
-            raise interrupts.Terminated("SIGTERM received during the soak: the run was stopped from outside")
+            raise Terminated("SIGTERM received during the soak: the run was stopped from outside")
         raise KeyboardInterrupt("Ctrl-C during the soak")
     problems = report.problems()
     assert_no_problems(problems)

@@ -25,7 +25,7 @@ import pytest
 
 from engine_acceptance.load.charts import workload_chart_png
 from engine_acceptance.load.generator import Cell, CellResult, PromptSource, measure_cell
-from engine_acceptance.pytest_plugin.allure_report import attach_json
+from engine_acceptance.report_attachments import attach_json
 from engine_acceptance.load.validity import (
     Recount,
     count_notes,
@@ -40,7 +40,7 @@ from engine_acceptance.load.report import table_html, table_lines
 from engine_acceptance.load.settings import select_cells
 from engine_acceptance.assertions import assert_no_problems
 from engine_acceptance.provenance import BASELINE_PROPERTY, baseline_entry, describe
-from engine_acceptance.pytest_plugin.keys import options_key
+from engine_acceptance.pytest_plugin.public import suite_options_of
 
 # Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
 pytestmark = [pytest.mark.asyncio, pytest.mark.throughput]
@@ -59,7 +59,7 @@ class Workload:
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "workload" not in metafunc.fixturenames:
         return
-    options = metafunc.config.stash.get(options_key, None)
+    options = suite_options_of(metafunc.config)
     settings = options.throughput if options is not None else None
     cells = settings.cells if settings is not None else tuple(select_cells("smoke"))
     grouped: dict[str, list[Cell]] = {}

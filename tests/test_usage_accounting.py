@@ -38,9 +38,9 @@ import allure
 import pytest
 
 from engine_acceptance.assertions import assert_no_problems, reply_of
-from engine_acceptance.pytest_plugin.keys import options_key
+from engine_acceptance.pytest_plugin.public import AcceptanceOptions
 from engine_acceptance.wire.reassembly import Reply
-from engine_acceptance.pytest_plugin.allure_report import attach_exchange, attach_json
+from engine_acceptance.report_attachments import attach_exchange, attach_json
 from engine_acceptance.session import AcceptanceSession
 from engine_acceptance.wire.token_count import LocalTokenCounter, PromptAccounting, ServerTokenCounter, TokenCountError
 
@@ -96,11 +96,11 @@ class PromptCounting:
 
 
 @pytest.fixture(scope="module")
-def prompt_counting(pytestconfig: pytest.Config, acceptance: AcceptanceSession) -> Iterator[PromptCounting]:
+def prompt_counting(suite_options: AcceptanceOptions, acceptance: AcceptanceSession) -> Iterator[PromptCounting]:
     endpoint = acceptance.tokenize_endpoint
     server = ServerTokenCounter(acceptance.target, endpoint) if endpoint is not None else None
     try:
-        yield PromptCounting(server, pytestconfig.stash[options_key].tokenizer)
+        yield PromptCounting(server, suite_options.tokenizer)
     finally:
         if server is not None:
             server.close()

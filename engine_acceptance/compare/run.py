@@ -58,7 +58,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
 
-from engine_acceptance.pytest_plugin import interrupts
+from engine_acceptance import sigterm
 from engine_acceptance.cli import suite_command
 from engine_acceptance.errors import UsageError
 from engine_acceptance.compare.report import (
@@ -324,7 +324,7 @@ def _run(command: list[str], env: dict[str, str], folder: Path, prefix: str, ech
         try:
             code = process.wait()
         except KeyboardInterrupt as interrupt:
-            _wind_down(process, terminated=isinstance(interrupt, interrupts.Terminated))
+            _wind_down(process, terminated=isinstance(interrupt, sigterm.Terminated))
             pump.join(timeout=5)
             raise
         pump.join(timeout=5)
@@ -383,7 +383,7 @@ def _run_all(args: argparse.Namespace, pytest_args: list[str]) -> tuple[_Manifes
                          workers=args.workers, seed=args.seed, pytest_args=pytest_args,
                          base=args.base or targets[0].name, started_ms=int(time.time() * 1000))
     status = 0
-    previous = interrupts.install_sigterm_handler()
+    previous = sigterm.install_sigterm_handler()
     try:
         for spec in targets:
             engine_dir = out / spec.name
@@ -420,7 +420,7 @@ def _run_all(args: argparse.Namespace, pytest_args: list[str]) -> tuple[_Manifes
         manifest.interrupted = str(interrupt) or type(interrupt).__name__
         return manifest, INTERRUPTED
     finally:
-        interrupts.restore_sigterm_handler(previous)
+        sigterm.restore_sigterm_handler(previous)
     return manifest, status
 
 

@@ -1,7 +1,7 @@
-"""Allure output: the environment page, and each request and reply, redacted.
+"""Allure output of the run: the environment page, the categories, the executor, and each check's labels.
 
-Attachments go through ``allure.attach``, which does nothing when no Allure
-results directory is configured, so checks can attach unconditionally.
+What a check attaches (a request and its reply, a JSON value) is
+:mod:`engine_acceptance.report_attachments`, which needs no pytest.
 """
 
 from __future__ import annotations
@@ -12,13 +12,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import allure
 import pytest
 
 from engine_acceptance import __version__
 from engine_acceptance.failure_categories import CATEGORIES, FAILURE_CATEGORIES, FAILURE_RULES, failure_category
-from engine_acceptance.wire.types import Exchange
-from engine_acceptance.wire.redaction import Redactor
 
 if TYPE_CHECKING:
     from engine_acceptance.session import AcceptanceSession
@@ -27,8 +24,6 @@ __all__ = [
     "CATEGORIES",
     "FAILURE_CATEGORIES",
     "allure_status",
-    "attach_exchange",
-    "attach_json",
     "engine_title",
     "failure_category",
     "label_for_allure",
@@ -44,9 +39,6 @@ def allure_status(exception: BaseException) -> str:
     """The status allure-pytest gives a check that raised `exception`: failed, or broken."""
     return "failed" if isinstance(exception, (AssertionError, pytest.fail.Exception, doctest.DocTestFailure)) \
         else "broken"
-
-
-RAW_ATTACH_LIMIT = 64 * 1024
 
 
 def write_environment(alluredir: str | Path, facts: dict[str, str]) -> Path:
@@ -109,38 +101,6 @@ def reference_banner(session: "AcceptanceSession") -> list[str]:
         "  Give --engine-url=http://host:port to test a real engine.",
         rule,
     ]
-
-
-def attach_json(name: str, data: Any, redactor: Redactor) -> None:
-    allure.attach(
-        json.dumps(redactor.value(data), ensure_ascii=False, indent=2, default=str),
-        name=name,
-        attachment_type=allure.attachment_type.JSON,
-    )
-
-
-def attach_exchange(exchange: Exchange, redactor: Redactor, label: str = "") -> None:
-    """Attach one request, its reply (reassembled) and the raw response bytes, redacted."""
-    prefix = f"{label} " if label else ""
-    mode = "streamed" if exchange.stream else "non-streamed"
-    attach_json(f"{prefix}request ({mode})", {"method": exchange.method, "url": exchange.url,
-                                                "body": exchange.request}, redactor)
-    outcome = {
-        "status": exchange.status,
-        "elapsed_s": round(exchange.elapsed_s, 4) if exchange.elapsed_s is not None else None,
-        "error_kind": exchange.error_kind,
-        "error": exchange.error,
-    }
-    if exchange.reply is not None:
-        outcome["reply"] = exchange.reply.summary()
-    elif exchange.body is not None:
-        outcome["body"] = exchange.body
-    attach_json(f"{prefix}response ({mode})", outcome, redactor)
-    if exchange.raw:
-        raw = exchange.raw[:RAW_ATTACH_LIMIT].decode("utf-8", "replace")
-        note = "" if len(exchange.raw) <= RAW_ATTACH_LIMIT and not exchange.raw_truncated else "\n…[truncated]"
-        allure.attach(redactor.with_limit(RAW_ATTACH_LIMIT).text(raw) + note, name=f"{prefix}raw response bytes",
-                      attachment_type=allure.attachment_type.TEXT)
 
 
 def label_for_allure(item: "pytest.Item", session: "AcceptanceSession") -> None:

@@ -62,25 +62,25 @@ def check_profiles(options: AcceptanceOptions) -> list[EngineProfile]:
 
 
 def prepare_session(options: AcceptanceOptions, engine_profiles: list[EngineProfile],
-                    keep_reference: Callable[[Any], None]) -> tuple[AcceptanceSession, AcceptanceOptions]:
-    """Bring up (or reach) the engine and build the session every check reads.
+                    keep_reference: Callable[[Any], None]) -> AcceptanceSession:
+    """Bring up (or reach) the engine and build the session every check reads: the run's engine handle.
 
-    Returns the options too: the built-in engine always requires a key, so when none
-    was given it gets a random one, which the session and the checks then use.
-    ``keep_reference`` receives the started built-in engine at once, so it is stopped
-    at the end even when a later step fails.
+    The options are only read. The key the run uses is the session's (``api_key``): the
+    one given, or, for the built-in engine when none was given, a random one, since the
+    built-in engine always requires a key. ``keep_reference`` receives the started
+    built-in engine at once, so it is stopped at the end even when a later step fails.
     """
     reference: ReferenceTarget | None = None
-    url = options.engine_url
+    url, api_key = options.engine_url, options.api_key
     if url is None:
-        options, url, reference = _start_reference_engine(options, keep_reference)
+        api_key, url, reference = _start_reference_engine(options, keep_reference)
     # Before detection the kind is known only from --engine; its profile may name another readiness route.
     named = next((p for p in engine_profiles if p.name == options.engine_kind), None)
     ready_after = wait_until_ready(url, readiness_timeout=options.readiness_timeout,
                                    startup_timeout=options.startup_timeout,
                                    probe_timeout=options.timeouts.connect, progress=progress,
-                                   path=named.readiness_path if named else "/health", api_key=options.api_key)
-    engine = detect_engine(url, api_key=options.api_key, requested_kind=options.engine_kind,
+                                   path=named.readiness_path if named else "/health", api_key=api_key)
+    engine = detect_engine(url, api_key=api_key, requested_kind=options.engine_kind,
                            requested_model=options.model, engine_profiles=engine_profiles,
                            probe_timeout=max(options.timeouts.connect, 10.0))
     engine.ready_after_s = ready_after
@@ -95,7 +95,7 @@ def prepare_session(options: AcceptanceOptions, engine_profiles: list[EngineProf
         clash = sorted(set(stated) & required)
         raise UsageError(f"{', '.join(map(repr, clash))} stated not served ({stated[clash[0]]}) and required "
                          f"(--expect or model profile {model_profile.name!r} expect): drop one")
-    discovery = _discover_capabilities(engine, engine_profile, options)
+    discovery = _discover_capabilities(engine, engine_profile, options, api_key)
     session = AcceptanceSession(
         engine=engine,
         engine_profile=engine_profile,
@@ -103,27 +103,27 @@ def prepare_session(options: AcceptanceOptions, engine_profiles: list[EngineProf
         required=required,
         stated_not_served=stated,
         discovery=discovery,
-        api_key=options.api_key,
+        api_key=api_key,
         timeouts=options.timeouts,
         reference=reference,
     )
     _check_recall_tokens_fit(options, session)
-    return session, options
+    return session
 
 
 def _start_reference_engine(options: AcceptanceOptions, keep: Callable[[Any], None]
-                            ) -> tuple[AcceptanceOptions, str, ReferenceTarget]:
+                            ) -> tuple[str, str, ReferenceTarget]:
+    """Start the built-in engine; returns the key it requires, its URL, and what the report says of it."""
     from engine_acceptance.reference_engine.launcher import start_reference_engine
 
-    if options.api_key is None:
-        # The built-in engine always requires a key, so the authentication checks run on
-        # it (and `--inject auth-ignored` fails the default command) instead of skipping
-        # for want of a key. It is random, lives only as long as the run, and is redacted
-        # from reports like any key.
-        options = options.with_api_key(secrets.token_urlsafe(24))
+    # The built-in engine always requires a key, so the authentication checks run on
+    # it (and `--inject auth-ignored` fails the default command) instead of skipping
+    # for want of a key. When none was given it is random, lives only as long as the
+    # run, and is redacted from reports like any key.
+    api_key = options.api_key if options.api_key is not None else secrets.token_urlsafe(24)
     try:
         running = start_reference_engine(
-            convention=options.reference.convention, api_key=options.api_key, defects=options.reference.defects,
+            convention=options.reference.convention, api_key=api_key, defects=options.reference.defects,
             **options.reference.launcher_limits(),
             # As long a context as its profile promises (1M: the recall_1m check runs on it).
             max_model_len=load_model_profile(REFERENCE_MODEL_PROFILE).context_length,
@@ -133,18 +133,18 @@ def _start_reference_engine(options: AcceptanceOptions, keep: Callable[[Any], No
     keep(running)
     target = ReferenceTarget(options.reference.convention, options.reference.defects,
                              str(getattr(running, "log_path", "")) or None)
-    return options, running.url, target
+    return api_key, running.url, target
 
 
-def _discover_capabilities(engine: EngineInfo, engine_profile: EngineProfile,
-                           options: AcceptanceOptions) -> Discovery:
+def _discover_capabilities(engine: EngineInfo, engine_profile: EngineProfile, options: AcceptanceOptions,
+                           api_key: str | None) -> Discovery:
     """Probe what the deployment serves, once, before any check (in the controller only)."""
     timeouts = options.timeouts
     # A probe asks for a few dozen tokens: a hang is a finding (broken), not a reason to
     # hold the run for the whole request timeout.
     probe_timeouts = ClientTimeouts(connect=timeouts.connect, idle=min(timeouts.idle, options.probe_timeout),
                                     total=min(timeouts.total, options.probe_timeout))
-    target = EngineTarget(base_url=engine.url, model=engine.model, api_key=options.api_key, timeouts=probe_timeouts)
+    target = EngineTarget(base_url=engine.url, model=engine.model, api_key=api_key, timeouts=probe_timeouts)
     progress("probing what the deployment serves (tools, image, video, reasoning and its switch, /tokenize)")
     found = asyncio.run(discover(target, engine_profile, advertised_context=engine.max_model_len,
                                  media_dir=MEDIA_DIR, timeouts=probe_timeouts))

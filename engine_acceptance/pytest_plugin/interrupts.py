@@ -1,12 +1,10 @@
-"""A CI kill (SIGTERM) ends the run like Ctrl-C: results kept, verdict "interrupted".
+"""A check that an interrupt (Ctrl-C, or SIGTERM through :mod:`engine_acceptance.sigterm`) cut off reads "broken".
 
-Python's default for SIGTERM is to die on the spot: no ``gate.json``, the built-in
-reference engine left running in its own process group, the Allure results of
-the test in progress missing without a word. Pipelines stop jobs with SIGTERM
-(a cancelled job, a timeout, ``docker stop``), so the controller turns it into a
-KeyboardInterrupt subclass and pytest's own interrupt path runs: the tests that
-finished keep their results, ``pytest_keyboard_interrupt`` marks the gate
-interrupted, ``pytest_sessionfinish`` writes it, and the engine is stopped.
+An interrupt ends the run through pytest's own interrupt path: the tests that finished
+keep their results, ``pytest_keyboard_interrupt`` marks the gate interrupted,
+``pytest_sessionfinish`` writes it, and the engine is stopped. The SIGTERM handler
+itself needs no pytest and lives in :mod:`engine_acceptance.sigterm` (``compare`` uses
+it too).
 
 The test that was running when the interrupt came gets no report from pytest, and
 allure-pytest then writes its result with the status of its last finished phase:
@@ -17,49 +15,15 @@ that did not finish as passed.
 
 from __future__ import annotations
 
-import signal
-import threading
 from collections.abc import Generator
-from types import FrameType
 from typing import Any
 
 import pytest
 
-__all__ = ["InterruptedTestReport", "Terminated", "install_sigterm_handler", "restore_sigterm_handler"]
+__all__ = ["InterruptedTestReport"]
 
 # The phase that follows the last one pytest finished (None: none finished yet).
 _NEXT_PHASE = {None: "setup", "setup": "call", "call": "teardown", "teardown": "teardown"}
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM arrived; pytest handles it as an interrupt."""
-
-    signal_name = "SIGTERM"
-
-
-def _on_sigterm(signum: int, frame: FrameType | None) -> None:
-    # A second SIGTERM while the run is winding down is ignored: the first one is
-    # already being handled, and raising again would cut the writing of the verdict.
-    # A CI that will not wait sends SIGKILL, which nothing can hold up.
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    raise Terminated("SIGTERM received: the run was stopped from outside")
-
-
-def install_sigterm_handler() -> Any:
-    """Route SIGTERM into pytest's interrupt handling; returns the handler it replaced.
-
-    Only the main thread may set signal handlers; elsewhere (pytest run in a thread
-    by an embedding tool) nothing is changed and None is returned.
-    """
-    if threading.current_thread() is not threading.main_thread():
-        return None
-    return signal.signal(signal.SIGTERM, _on_sigterm)
-
-
-def restore_sigterm_handler(previous: Any) -> None:
-    if previous is None or threading.current_thread() is not threading.main_thread():
-        return
-    signal.signal(signal.SIGTERM, previous)
 
 
 class InterruptedTestReport:

@@ -10,7 +10,6 @@ tokenizer file) are checked in :meth:`AcceptanceOptions.from_config`, which rais
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import urllib.parse
 from dataclasses import dataclass
@@ -306,9 +305,11 @@ class ReferenceOptions:
 
 @dataclass(frozen=True)
 class AcceptanceOptions:
-    """The whole command line of an acceptance run, validated."""
+    """The whole command line of an acceptance run, validated; frozen, and never rewritten once parsed."""
 
     engine_url: str | None
+    # The key given (--api-key, ENGINE_API_KEY). The key the run uses is the session's: for the
+    # built-in engine without a key given, a random one (pytest_plugin/engine_setup.py).
     api_key: str | None
     model: str | None
     engine_kind: str
@@ -415,9 +416,6 @@ class AcceptanceOptions:
                 slo_shape=opt.slo_shape, slo_search=opt.slo_search),
             load_processes=opt.load_processes,
         )
-
-    def with_api_key(self, api_key: str) -> AcceptanceOptions:
-        return dataclasses.replace(self, api_key=api_key)
 
 
 def _tool_baseline_paths(config: pytest.Config) -> dict[str, Path | None]:

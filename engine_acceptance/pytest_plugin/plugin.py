@@ -4,7 +4,7 @@ Loaded through the ``pytest11`` entry point named ``engine_acceptance`` (so also
 ``-p engine_acceptance``). Options are parsed in :mod:`.options`, the engine is brought up
 in :mod:`.engine_setup`, checks are planned in :mod:`.collection`, the two phases are
 scheduled in :mod:`.phases`, the verdict is gathered in :mod:`.gate_hooks`, Allure output
-is in :mod:`.allure_report` and interrupts in :mod:`.interrupts`. Our own errors are mapped
+is in :mod:`.allure_report`, a check cut off by an interrupt in :mod:`.interrupts`. Our own errors are mapped
 to pytest's exit codes here, in one place: a usage error exits 4, an unavailable engine 6.
 """
 
@@ -41,8 +41,10 @@ from engine_acceptance.pytest_plugin.phases import (
     split_for_phase,
 )
 from engine_acceptance.pytest_plugin.records import RecordHooks
-from engine_acceptance.pytest_plugin.verdict import SIZE_PROPERTY, GateCollector
+from engine_acceptance.pytest_plugin.verdict import GateCollector
 from engine_acceptance.session import AcceptanceSession
+from engine_acceptance.shortfalls import SIZE_PROPERTY
+from engine_acceptance.sigterm import install_sigterm_handler, restore_sigterm_handler
 from engine_acceptance.wire import health
 
 __all__ = ["ENGINE_UNAVAILABLE_EXIT_CODE"]
@@ -96,7 +98,7 @@ def _configure(config: pytest.Config) -> None:
     # A failing check of a capability found broken leads with the probe's finding (the engine's words).
     config.pluginmanager.register(BrokenLeadHooks(), "engine-acceptance-broken-lead")
     # A CI kill (SIGTERM) must leave a verdict and stop the engine, as Ctrl-C does.
-    config.stash[sigterm_key] = interrupts.install_sigterm_handler()
+    config.stash[sigterm_key] = install_sigterm_handler()
     workerinput = getattr(config, "workerinput", None)
     if workerinput is not None:
         # Workers run the functional phase; the controller runs the measurements after them.
@@ -116,9 +118,8 @@ def _configure(config: pytest.Config) -> None:
     engine_profiles = check_profiles(options)
     if config.option.collectonly:
         return
-    session, options = prepare_session(options, engine_profiles,
-                                       keep_reference=lambda running: config.stash.__setitem__(reference_key, running))
-    config.stash[options_key] = options
+    session = prepare_session(options, engine_profiles,
+                              keep_reference=lambda running: config.stash.__setitem__(reference_key, running))
     config.stash[session_key] = session
     gate_hooks.session = session
     gate.plans = session.plans
@@ -130,7 +131,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     reference = config.stash.get(reference_key, None)
     if reference is not None:
         reference.stop()
-    interrupts.restore_sigterm_handler(config.stash.get(sigterm_key, None))
+    restore_sigterm_handler(config.stash.get(sigterm_key, None))
 
 
 @pytest.hookimpl(tryfirst=True)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from engine_acceptance.pytest_plugin import public
 from engine_acceptance.resources import suite_path
 
 __all__ = ["FIXTURE_MODULES", "MARKERS", "collect_shipped_suite_if_nothing_named", "is_acceptance_run",
@@ -55,6 +56,8 @@ MARKERS = (
 # the same way in a checkout and in an installed wheel.
 FIXTURE_MODULES = ("engine", "recall", "throughput", "tool_accuracy_run", "trials")
 PLUGIN_NAME = "engine_acceptance"
+# pytest_plugin/public.py: the fixtures checks and fixture modules may use (acceptance, suite_options).
+PUBLIC_PLUGIN_NAME = f"{PLUGIN_NAME}.public"
 
 
 def register_markers(config: pytest.Config) -> None:
@@ -94,7 +97,9 @@ def collect_shipped_suite_if_nothing_named(config: pytest.Config) -> None:
 
 
 def register_fixture_modules(config: pytest.Config) -> None:
-    """Load ``fixtures/{engine,recall,throughput,trials}.py`` from the suite and register each as a plugin."""
+    """Register the plugin's public fixtures, then load ``fixtures/*.py`` from the suite, each as a plugin."""
+    if config.pluginmanager.get_plugin(PUBLIC_PLUGIN_NAME) is None:
+        config.pluginmanager.register(public, PUBLIC_PLUGIN_NAME)
     folder = suite_path("fixtures")
     for name in FIXTURE_MODULES:
         plugin_name = f"{PLUGIN_NAME}.fixtures.{name}"

@@ -28,7 +28,7 @@ from engine_acceptance.profiles.capabilities import CapabilityPlan, CapabilityRo
 from engine_acceptance.shortfalls import Shortfall
 from engine_acceptance.provenance import BASELINE_PROPERTY, describe
 
-__all__ = ["CAPABILITIES", "COVERS_PROPERTY", "SIZE_PROPERTY", "CheckOutcome", "GateCollector"]
+__all__ = ["CAPABILITIES", "COVERS_PROPERTY", "CheckOutcome", "GateCollector"]
 
 # Markers that name a capability, in the order of the test plan.
 CAPABILITIES = (
@@ -39,9 +39,6 @@ CAPABILITIES = (
 # The user property (set at collection) naming the capabilities a check tests; any other
 # user property a check records is a figure for gate.json.
 COVERS_PROPERTY = "engine_acceptance.covers"
-# The user property a check records when it ran smaller than its name says ("ran at 7,000 tokens,
-# not 1,048,576"): the terminal's status word and gate.json's figures carry it.
-SIZE_PROPERTY = "size_shortfall"
 
 
 @dataclass

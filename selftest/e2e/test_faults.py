@@ -35,7 +35,7 @@ from engine_acceptance.wire.client import MAX_REPLY_BYTES, RawStreamingClient, S
 from engine_acceptance.wire.types import ClientTimeouts, EngineTarget
 from engine_acceptance.reference_engine.faults import HUGE_REPLY_BYTES
 from engine_acceptance.reference_engine.launcher import start_reference_engine
-from engine_acceptance.pytest_plugin.allure_report import RAW_ATTACH_LIMIT
+from engine_acceptance.report_attachments import RAW_ATTACH_LIMIT
 
 pytestmark = pytest.mark.e2e
 
