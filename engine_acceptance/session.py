@@ -10,16 +10,14 @@ tested (declared, discovered or required) and the settings discovery found.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from engine_acceptance.profiles.capabilities import CapabilityPlan, effective_profile, plan_capabilities
+from engine_acceptance.capabilities.discovery import Discovery
+from engine_acceptance.capabilities.plan import CapabilityPlan, effective_profile, plan_capabilities
 from engine_acceptance.wire.client import ClientTimeouts, EngineTarget
 from engine_acceptance.profiles.profile import EngineProfile, ModelProfile, load_engine_profile, load_model_profile
 from engine_acceptance.wire.readiness import EngineInfo
 from engine_acceptance.wire.redaction import Redactor
-
-if TYPE_CHECKING:
-    from engine_acceptance.wire.discovery import Discovery
 
 __all__ = ["AcceptanceSession", "ReferenceTarget"]
 
@@ -167,8 +165,6 @@ class AcceptanceSession:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "AcceptanceSession":
-        from engine_acceptance.wire.discovery import Discovery
-
         return cls(
             engine=EngineInfo.from_dict(data["engine"]),
             engine_profile=load_engine_profile(data["engine_profile"]),

@@ -16,6 +16,7 @@ import allure
 import pytest
 
 from engine_acceptance import __version__
+from engine_acceptance.capabilities.registry import GROUP_MARKERS
 from engine_acceptance.failure_categories import CATEGORIES, FAILURE_CATEGORIES, FAILURE_RULES, failure_category
 from engine_acceptance.wire.client import Exchange
 from engine_acceptance.wire.redaction import Redactor
@@ -145,9 +146,7 @@ def attach_exchange(exchange: Exchange, redactor: Redactor, label: str = "") -> 
 
 def label_for_allure(item: "pytest.Item", session: "AcceptanceSession") -> None:
     """Epic = engine, feature = capability, story = check: how a release manager reads the dashboard."""
-    from engine_acceptance.pytest_plugin.verdict import CAPABILITIES
-
-    capability = next((name for name in CAPABILITIES if item.get_closest_marker(name)), "other")
+    capability = next((name for name in GROUP_MARKERS if item.get_closest_marker(name)), "other")
     for label_type, value in (("epic", engine_title(session)), ("feature", capability),
                               ("story", getattr(item, "originalname", item.name))):
         item.add_marker(pytest.mark.allure_label(value, label_type=label_type))
