@@ -36,7 +36,7 @@ resolves every one, so a misspelt name fails the self-tests, not a run.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 __all__ = [
     "CAPABILITIES",
@@ -95,7 +95,7 @@ class Capability:
     in_profiles: bool = True
     # What a broken probe's evidence tells the user to do when the capability is off on purpose;
     # None: the default sentence (--not-served NAME), see stated_intent().
-    intent_override: str | None = field(default=None, repr=False)
+    intent_override: str | None = None
 
     @property
     def probe(self) -> Probed | None:

@@ -85,4 +85,7 @@ def test_the_registry_imports_nothing_of_the_package_but_errors() -> None:
 def test_a_stated_intent_names_the_command() -> None:
     assert "--not-served image" in registry.stated_intent("image")
     assert "--tokenizer FILE" in registry.stated_intent("tokenize")
-    assert len(CHECK_GROUPS) == len(GROUP_MARKERS)
+
+
+def test_every_check_group_registers_a_described_marker() -> None:
+    assert all(group.description and group.marker_line.startswith(f"{group.marker}: ") for group in CHECK_GROUPS)
