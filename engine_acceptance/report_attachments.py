@@ -12,7 +12,7 @@ from typing import Any
 
 import allure
 
-from engine_acceptance.wire.client import Exchange
+from engine_acceptance.wire.types import Exchange
 from engine_acceptance.wire.redaction import Redactor
 
 __all__ = ["RAW_ATTACH_LIMIT", "attach_exchange", "attach_json"]

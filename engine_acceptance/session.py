@@ -14,16 +14,14 @@ check of a process talks to the engine through the same target.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from engine_acceptance.profiles.capabilities import CapabilityPlan, effective_profile, plan_capabilities
+from engine_acceptance.capabilities.discovery import Discovery
+from engine_acceptance.capabilities.plan import CapabilityPlan, effective_profile, plan_capabilities
 from engine_acceptance.wire.types import ClientTimeouts, EngineTarget
 from engine_acceptance.profiles.profile import EngineProfile, ModelProfile, load_engine_profile, load_model_profile
 from engine_acceptance.wire.readiness import EngineInfo
 from engine_acceptance.wire.redaction import Redactor
-
-if TYPE_CHECKING:
-    from engine_acceptance.wire.discovery import Discovery
 
 __all__ = ["AcceptanceSession", "ReferenceTarget"]
 
@@ -172,8 +170,6 @@ class AcceptanceSession:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "AcceptanceSession":
-        from engine_acceptance.wire.discovery import Discovery
-
         return cls(
             engine=EngineInfo.from_dict(data["engine"]),
             engine_profile=load_engine_profile(data["engine_profile"]),

@@ -41,7 +41,7 @@ DOCS = Path("docs") / "architecture.md"
 # Exception classes of the suite that stay outside the root on purpose. Each must still exist
 # and still be outside (a stale entry fails), and each is in the documented tree all the same.
 OUTSIDE_THE_ROOT: Mapping[str, str] = {
-    f"{PACKAGE}.pytest_plugin.interrupts.Terminated":
+    f"{PACKAGE}.sigterm.Terminated":
         "a KeyboardInterrupt, so pytest stops the run as on Ctrl-C; under the root it would be an "
         "Exception, and every `except Exception` on the way would swallow the SIGTERM",
     f"{PACKAGE}.assertions.ObservationWarning":
@@ -353,7 +353,7 @@ _DOCS = '''\
 
 Outside the root, on purpose:
 
-    Terminated                  pytest_plugin/interrupts.py
+    Terminated                  sigterm.py
 
 ## Installed as a plugin
 
@@ -379,14 +379,14 @@ def _small_tree(tmp_path: Path, **extra: str) -> SourceTree:
         # Through a re-export and an alias, still under the root; AssertionError kept for pytest.
         f"{PACKAGE}/assertions.py": "from engine_acceptance import errors as e\n\n\n"
                                     "class SeveralProblems(e.EngineAcceptanceError, AssertionError):\n    pass\n",
-        f"{PACKAGE}/pytest_plugin/interrupts.py": "class Terminated(KeyboardInterrupt):\n    pass\n",
+        f"{PACKAGE}/sigterm.py": "class Terminated(KeyboardInterrupt):\n    pass\n",
         f"{PACKAGE}/plain.py": "class NotAnError:\n    pass\n",
         **{name.replace("__", "/") + ".py": text for name, text in extra.items()},
     }
     return read_source(_write(tmp_path, files))
 
 
-_EXEMPT = {f"{PACKAGE}.pytest_plugin.interrupts.Terminated": "a KeyboardInterrupt"}
+_EXEMPT = {f"{PACKAGE}.sigterm.Terminated": "a KeyboardInterrupt"}
 
 
 def test_a_clean_small_tree_passes_every_rule(tmp_path: Path) -> None:

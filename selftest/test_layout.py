@@ -81,12 +81,6 @@ APART = ("reference_engine/",)
 CHECKOUT_FOLDERS = ("tests", "fixtures")
 ARCHITECTURE_DOC = ROOT / "docs" / "architecture.md"
 
-# TEMPORARY, for the merge of issue 28's registry branch, which moves wire/discovery.py
-# (its probes import profiles/ and media/, above wire/) to capabilities/ (L4). Delete this
-# constant when that lands; test_every_layer_exemption_still_exists fails until then.
-MOVING_IN_ISSUE28_REGISTRY = frozenset({f"{PACKAGE}.wire.discovery"})
-
-
 # --- reading the source ------------------------------------------------------------------
 
 AT_LOAD = "at load"
@@ -412,15 +406,13 @@ def unplaced_modules(root: Path, layers: Sequence[tuple[str, Sequence[str]]] = L
             if not _is_apart(name) and layer_of(name, layers) is None]
 
 
-def upward_imports(root: Path, layers: Sequence[tuple[str, Sequence[str]]] = LAYERS,
-                   exempt: Iterable[str] = ()) -> list[str]:
+def upward_imports(root: Path, layers: Sequence[tuple[str, Sequence[str]]] = LAYERS) -> list[str]:
     """Imports of a higher layer, wherever they sit (at load, in a function, under TYPE_CHECKING)."""
-    exempt = set(exempt)
     package = package_modules(root)
     problems = []
     for name, path in layered_modules(root).items():
         placed = layer_of(name, layers)
-        if placed is None or name in exempt:
+        if placed is None:
             continue
         for found in imports_in(path, root):
             if not _within(found.module, PACKAGE):
@@ -433,12 +425,6 @@ def upward_imports(root: Path, layers: Sequence[tuple[str, Sequence[str]]] = LAY
                 problems.append(f"{found.where(root)} imports {target} ({reached[1]}){how}: {name} is in "
                                 f"{placed[1]} and may import only its own layer and the ones below")
     return problems
-
-
-def stale_exemptions(root: Path, exempt: Iterable[str]) -> list[str]:
-    modules = package_modules(root)
-    return [f"{name} is exempt from the layer order but no such module exists: delete the exemption"
-            for name in sorted(exempt) if name not in modules]
 
 
 _DOC_LAYER_LINE = re.compile(r"^ {4}(L\d|apart)\s+(\S.*)$")
@@ -556,17 +542,12 @@ def test_package_modules_import_each_other_without_cycles() -> None:
 
 
 def test_no_module_imports_a_layer_above_its_own() -> None:
-    problems = upward_imports(ROOT, LAYERS, MOVING_IN_ISSUE28_REGISTRY)
+    problems = upward_imports(ROOT, LAYERS)
     assert not problems, _report(problems)
 
 
 def test_every_module_of_the_package_is_in_a_layer() -> None:
     problems = unplaced_modules(ROOT, LAYERS)
-    assert not problems, _report(problems)
-
-
-def test_every_layer_exemption_still_exists() -> None:
-    problems = stale_exemptions(ROOT, MOVING_IN_ISSUE28_REGISTRY)
     assert not problems, _report(problems)
 
 
@@ -702,7 +683,6 @@ def test_an_upward_import_is_caught_wherever_it_sits(tmp_path: Path) -> None:
         f"{PACKAGE}/wire/health.py": "def f():\n    from engine_acceptance.media import library\n",
         f"{PACKAGE}/wire/typed.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n"
                                     "    from engine_acceptance.profiles import profile\n",
-        f"{PACKAGE}/wire/moving.py": "from engine_acceptance.profiles.profile import EngineProfile\n",
         f"{PACKAGE}/profiles/__init__.py": "",
         f"{PACKAGE}/profiles/profile.py": "from engine_acceptance.media import library\nimport engine_acceptance.wire.client\n",
         f"{PACKAGE}/media/__init__.py": "",
@@ -713,7 +693,7 @@ def test_an_upward_import_is_caught_wherever_it_sits(tmp_path: Path) -> None:
         "fixtures/engine.py": "from engine_acceptance.pytest_plugin.keys import session_key\n",
         "tests/test_x.py": "from engine_acceptance.pytest_plugin import keys\nfrom engine_acceptance.wire import client\n",
     })
-    problems = upward_imports(root, _SMALL_LAYERS, exempt=[f"{PACKAGE}.wire.moving"])
+    problems = upward_imports(root, _SMALL_LAYERS)
     assert [problem.split(": ")[0] for problem in problems] == [
         f"{PACKAGE}/media/library.py:1 imports {PACKAGE}.pytest_plugin.keys (L3)",
         f"{PACKAGE}/wire/health.py:2 imports {PACKAGE}.media.library (L2) (inside a function, which counts all the same)",
@@ -722,13 +702,10 @@ def test_an_upward_import_is_caught_wherever_it_sits(tmp_path: Path) -> None:
         f"the same)",
     ], problems
     assert f"{PACKAGE}.wire.readiness is in L1" in problems[2]
-    # A module of no layer is named, so that it gets one; an exemption for a module gone is stale.
+    # A module of no layer is named, so that it gets one.
     assert unplaced_modules(root, _SMALL_LAYERS) == []
     (root / PACKAGE / "tools.py").write_text("", encoding="utf-8")
     assert [problem.split(" (")[0] for problem in unplaced_modules(root, _SMALL_LAYERS)] == [f"{PACKAGE}.tools"]
-    assert stale_exemptions(root, [f"{PACKAGE}.wire.moving"]) == []
-    assert [p.split(" is ")[0] for p in stale_exemptions(root, [f"{PACKAGE}.wire.discovery"])] == [
-        f"{PACKAGE}.wire.discovery"]
 
 
 def test_the_most_specific_layer_entry_wins() -> None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from engine_acceptance.load.media_load import select_media_cells
 from engine_acceptance.load.settings import select_cells
-from engine_acceptance.profiles.capabilities import plan_capabilities
+from engine_acceptance.capabilities.plan import plan_capabilities
 from engine_acceptance.profiles.profile import load_model_profile
 from engine_acceptance.pytest_plugin.allure_report import shortfall_facts
 from engine_acceptance.pytest_plugin.verdict import COVERS_PROPERTY, GateCollector

@@ -10,6 +10,8 @@ engine sends (status and a pattern of the message, taken from the engine's sourc
 any other 4xx is broken and its checks run. A capability the user turned off on
 purpose is stated with ``--not-served`` or a model profile's ``not_served:``.
 
+Which capabilities a profile may list refusals for (the probed ones) and how each one's
+intent is stated are the registry's (:mod:`engine_acceptance.capabilities.registry`).
 No pytest here; the engine profile loader builds the rules, discovery applies them.
 """
 
@@ -21,17 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["ANY_CLIENT_ERROR", "PROBED_CAPABILITIES", "Refusal", "RefusalRules", "parse_refusals",
-           "unrecognized_note"]
+from engine_acceptance.capabilities.registry import stated_intent
 
-# The capabilities a discovery probe asks about, and so the keys of an engine profile's refusals.
-PROBED_CAPABILITIES = ("tools", "image", "video", "reasoning", "thinking_modes", "tokenize", "structured_outputs",
-                       "responses")
-# How the user states a capability is off on purpose, per probed capability. tokenize is no
-# model-profile capability: what stands in for the engine's count is a local tokenizer.
-_STATE_INTENT = {"tokenize": "if the deployment has no tokenize endpoint on purpose, count locally with "
-                             "--tokenizer FILE (the served model's tokenizer.json) or add the refusal to the "
-                             "engine profile's refusals.tokenize"}
+__all__ = ["ANY_CLIENT_ERROR", "Refusal", "RefusalRules", "parse_refusals",
+           "unrecognized_note"]
 
 
 @dataclass(frozen=True)
@@ -72,10 +67,8 @@ def unrecognized_note(rules: RefusalRules, capability: str) -> str:
     (empty for the plain chat request, whose every failure is a fault)."""
     if rules.plain_request:
         return ""  # the evidence already says a plain chat request failed
-    how = _STATE_INTENT.get(capability, f"if the deployment does not offer {capability} on purpose, run with "
-                                        f"--not-served {capability} (or not_served: [{capability}] in the model "
-                                        "profile)")
-    return f"not a refusal engine profile {rules.profile!r} recognizes for {capability}; {how}"
+    return (f"not a refusal engine profile {rules.profile!r} recognizes for {capability}; "
+            f"{stated_intent(capability)}")
 
 
 def parse_refusals(data: Mapping[str, Any] | None, path: Path,

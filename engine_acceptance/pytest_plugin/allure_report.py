@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from engine_acceptance import __version__
+from engine_acceptance.capabilities.registry import GROUP_MARKERS
 from engine_acceptance.failure_categories import CATEGORIES, FAILURE_CATEGORIES, FAILURE_RULES, failure_category
 
 if TYPE_CHECKING:
@@ -105,9 +106,7 @@ def reference_banner(session: "AcceptanceSession") -> list[str]:
 
 def label_for_allure(item: "pytest.Item", session: "AcceptanceSession") -> None:
     """Epic = engine, feature = capability, story = check: how a release manager reads the dashboard."""
-    from engine_acceptance.pytest_plugin.verdict import CAPABILITIES
-
-    capability = next((name for name in CAPABILITIES if item.get_closest_marker(name)), "other")
+    capability = next((name for name in GROUP_MARKERS if item.get_closest_marker(name)), "other")
     for label_type, value in (("epic", engine_title(session)), ("feature", capability),
                               ("story", getattr(item, "originalname", item.name))):
         item.add_marker(pytest.mark.allure_label(value, label_type=label_type))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine_acceptance.profiles.capabilities import MARKER_CAPABILITIES
+from engine_acceptance.capabilities.registry import capability_of_marker
 from engine_acceptance.profiles.expectations import ExpectedFailure, check_id, matching_records
 from engine_acceptance.pytest_plugin.allure_report import label_for_allure
 from engine_acceptance.pytest_plugin.keys import item_records_key, required_untested_key
@@ -44,5 +44,5 @@ def plan_items(items: list[pytest.Item], session: AcceptanceSession, records: li
 
 def capabilities_tested_by(item: pytest.Item) -> set[str]:
     covers = {name for marker in item.iter_markers("requires") for name in marker.args}
-    covers |= {capability for marker, capability in MARKER_CAPABILITIES.items() if item.get_closest_marker(marker)}
+    covers |= {capability for marker, capability in capability_of_marker().items() if item.get_closest_marker(marker)}
     return covers

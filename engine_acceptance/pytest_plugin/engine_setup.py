@@ -25,13 +25,13 @@ from engine_acceptance.profiles.profile import (
     load_engine_profile,
     load_model_profile,
 )
-from engine_acceptance.profiles.capabilities import stated_not_served
+from engine_acceptance.capabilities.plan import stated_not_served
 from engine_acceptance.pytest_plugin.options import AcceptanceOptions
 from engine_acceptance.session import AcceptanceSession, ReferenceTarget
 from engine_acceptance.shortfalls import (Shortfall, media_shortfalls, recall_shortfalls, throughput_shortfalls,
                                           tool_accuracy_shortfalls)
+from engine_acceptance.capabilities.discovery import Discovery, discover
 from engine_acceptance.wire.types import ClientTimeouts, EngineTarget
-from engine_acceptance.wire.discovery import Discovery, discover
 from engine_acceptance.wire.readiness import EngineInfo, detect_engine, wait_until_ready
 
 __all__ = ["REFERENCE_MODEL_PROFILE", "check_profiles", "prepare_session", "progress", "shortfalls_of"]

@@ -24,7 +24,7 @@ from engine_acceptance.load.process_plan import parse_load_processes
 from engine_acceptance.load.settings import DEFAULT_ROUNDS, DEFAULT_SHAPES, ThroughputSettings, settings_from_options
 from engine_acceptance.load.soak import SoakSettings, soak_settings_from_options
 from engine_acceptance.load.slo_settings import OpenLoopSettings, open_loop_settings_from_options
-from engine_acceptance.profiles.capabilities import validate_capability_names
+from engine_acceptance.capabilities.plan import validate_capability_names
 from engine_acceptance.trials import DEFAULT_SAMPLES
 from engine_acceptance.wire.types import ClientTimeouts
 

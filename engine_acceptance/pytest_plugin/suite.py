@@ -7,7 +7,8 @@ is given, or ``-p engine_acceptance`` asks for it. An acceptance run started fro
 folder with no tests of its own (no paths, no ``testpaths``) collects the shipped checks,
 wherever the package is installed.
 
-Nothing here depends on the checkout's ``pytest.ini``: markers are registered here, and
+Nothing here depends on the checkout's ``pytest.ini``: markers are registered here (the check
+groups from the capability registry, then ``requires`` and ``trials``), and
 the checks mark their coroutines for pytest-asyncio themselves.
 """
 
@@ -19,38 +20,19 @@ from pathlib import Path
 
 import pytest
 
+from engine_acceptance.capabilities.registry import CHECK_GROUPS
 from engine_acceptance.pytest_plugin import public
 from engine_acceptance.resources import suite_path
 
-__all__ = ["FIXTURE_MODULES", "MARKERS", "collect_shipped_suite_if_nothing_named", "is_acceptance_run",
-           "register_fixture_modules", "register_markers"]
+__all__ = ["ARGUMENT_MARKER_LINES", "FIXTURE_MODULES", "collect_shipped_suite_if_nothing_named", "is_acceptance_run",
+           "marker_lines", "register_fixture_modules", "register_markers"]
 
-MARKERS = (
-    "text: plain text answers (TEST-PLAN 1)",
-    "streaming: streamed replies (TEST-PLAN 1)",
-    "thinking: thinking modes and reasoning effort (TEST-PLAN 2)",
-    "tools: parallel tool calls (TEST-PLAN 3)",
-    "code_exec: model-written code run in a sandbox (TEST-PLAN 4)",
-    "image: image understanding (TEST-PLAN 5)",
-    "video: video understanding (TEST-PLAN 5)",
-    "corrupt_media: corrupt media must get a 4xx (TEST-PLAN 6)",
-    "structured_outputs: response_format json_schema and json_object (issue 15)",
-    "error_codes: invalid request values get a 4xx with an error body naming the problem (issue 15)",
-    "sampling: max_tokens, stop, n, logprobs and seed do what they say (issue 15)",
-    "responses: the Responses API, /v1/responses, where served (issue 15)",
-    "wire: the raw stream: role, usage and finish_reason chunks, tool-call indexes, UTF-8, framing (issue 15)",
-    "cancellation: clients that disconnect leave the engine serving and free what they held (issue 15)",
-    "throughput: throughput smoke with TTFT/TPOT/E2E (TEST-PLAN 7)",
-    "recall: long-context recall (TEST-PLAN 8)",
-    "recall_1m: million-token recall (TEST-PLAN 8)",
-    "auth: API key handling (TEST-PLAN 9)",
-    "soak: mixed-traffic soak, off unless --soak-minutes is given (seed 001)",
+# Markers that take arguments rather than name a group of checks; the groups are the registry's.
+ARGUMENT_MARKER_LINES = (
     "requires(*capabilities): skip unless the deployment serves every capability named",
-    "tool_accuracy: tool-call accuracy over the committed set of 300+ requests, streamed and not (issue 17)",
     "trials(kind, at_least=None): a model-behaviour check sent K times together (K: --trials, the model profile's "
     "trials, or the kind's default; kinds answers, thinking, tools, image, recall); all K must pass, or at least "
     "the share at_least",
-    "slo: open-loop arrivals against service-level objectives: attainment and goodput (issue 18)",
 )
 # fixtures/*.py: pytest fixture modules, registered as plugins by file, so they are found
 # the same way in a checkout and in an installed wheel.
@@ -60,8 +42,13 @@ PLUGIN_NAME = "engine_acceptance"
 PUBLIC_PLUGIN_NAME = f"{PLUGIN_NAME}.public"
 
 
+def marker_lines() -> tuple[str, ...]:
+    """Every marker the suite registers: the registry's check groups, then the markers with arguments."""
+    return tuple(group.marker_line for group in CHECK_GROUPS) + ARGUMENT_MARKER_LINES
+
+
 def register_markers(config: pytest.Config) -> None:
-    for line in MARKERS:
+    for line in marker_lines():
         config.addinivalue_line("markers", line)
 
 

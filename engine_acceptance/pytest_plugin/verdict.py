@@ -24,18 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from engine_acceptance.profiles.capabilities import CapabilityPlan, CapabilityRow, coverage_rows
+from engine_acceptance.capabilities.plan import CapabilityPlan, CapabilityRow, coverage_rows
+from engine_acceptance.capabilities.registry import GROUP_MARKERS
 from engine_acceptance.shortfalls import Shortfall
 from engine_acceptance.provenance import BASELINE_PROPERTY, describe
 
-__all__ = ["CAPABILITIES", "COVERS_PROPERTY", "CheckOutcome", "GateCollector"]
+__all__ = ["COVERS_PROPERTY", "CheckOutcome", "GateCollector"]
 
-# Markers that name a capability, in the order of the test plan.
-CAPABILITIES = (
-    "text", "streaming", "thinking", "tools", "tool_accuracy", "code_exec", "image", "video", "corrupt_media",
-    "structured_outputs", "error_codes", "sampling", "wire", "responses", "cancellation", "throughput", "recall",
-    "recall_1m", "auth", "soak", "slo",
-)
 # The user property (set at collection) naming the capabilities a check tests; any other
 # user property a check records is a figure for gate.json.
 COVERS_PROPERTY = "engine_acceptance.covers"
@@ -70,7 +65,8 @@ class GateCollector:
     def add(self, nodeid: str, keywords: Iterable[str], when: str, outcome: str, wasxfail: str | None,
             longrepr: str, user_properties: Iterable[tuple[str, Any]] = ()) -> None:
         """Fold one pytest report (setup, call or teardown phase) into the verdict."""
-        capability = next((name for name in CAPABILITIES if name in set(keywords)), "other")
+        # The check's group: the first group marker it carries, in the registry's order.
+        capability = next((name for name in GROUP_MARKERS if name in set(keywords)), "other")
         properties = dict(user_properties)
         covers = frozenset(filter(None, str(properties.pop(COVERS_PROPERTY, "")).split(",")))
         baseline = _figure(properties.pop(BASELINE_PROPERTY, None))
@@ -105,7 +101,7 @@ class GateCollector:
             row = table.setdefault(item.capability, {k: 0 for k in
                                                      ("passed", "failed", "known_defect", "stale_record", "skipped")})
             row[item.outcome] += 1
-        order = {name: index for index, name in enumerate(CAPABILITIES + ("other",))}
+        order = {name: index for index, name in enumerate(GROUP_MARKERS + ("other",))}
         return dict(sorted(table.items(), key=lambda kv: order.get(kv[0], 99)))
 
     def _by(self, outcome: str) -> list[CheckOutcome]:

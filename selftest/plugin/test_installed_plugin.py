@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import pytest
 
-from engine_acceptance.pytest_plugin.suite import MARKERS
+from engine_acceptance.pytest_plugin.suite import marker_lines
 from engine_acceptance.reference_engine.config import LatencyModel
 from engine_acceptance.reference_engine.launcher import start_reference_engine
 
@@ -51,7 +51,7 @@ def test_p_engine_acceptance_without_a_url_uses_the_built_in_engine(pytester: py
 
 def test_the_plugin_registers_its_markers(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_subprocess("--markers", "-p", "no:cacheprovider")
-    names = [line.split(":", 1)[0] for line in MARKERS]
+    names = [line.split(":", 1)[0] for line in marker_lines()]
     result.stdout.fnmatch_lines([f"@pytest.mark.{name}*" for name in names])
 
 

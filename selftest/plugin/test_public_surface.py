@@ -13,7 +13,7 @@ from pathlib import Path
 
 from engine_acceptance.pytest_plugin import public
 from engine_acceptance.session import AcceptanceSession
-from engine_acceptance.wire.client import ClientTimeouts
+from engine_acceptance.wire.types import ClientTimeouts
 from engine_acceptance.profiles.profile import load_engine_profile, load_model_profile
 from engine_acceptance.wire.readiness import EngineInfo
 

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from engine_acceptance.profiles.capabilities import coverage_rows, effective_profile, plan_capabilities, \
+from engine_acceptance.capabilities.plan import coverage_rows, effective_profile, plan_capabilities, \
     validate_capability_names
 from engine_acceptance.pytest_plugin.verdict import COVERS_PROPERTY, GateCollector
 from engine_acceptance.profiles.profile import load_model_profile
@@ -148,7 +148,7 @@ def test_the_gate_fails_on_a_required_capability_known_only_as_broken() -> None:
 
 
 def test_a_capability_stated_not_served_is_skipped_whatever_the_probe_found_and_says_where() -> None:
-    from engine_acceptance.profiles.capabilities import STATED_NOT_SERVED, stated_not_served
+    from engine_acceptance.capabilities.plan import STATED_NOT_SERVED, stated_not_served
 
     discovery = FakeDiscovery({"tools": FakeProbe("broken", "HTTP 400: Error in extracting tool call"),
                                "image": FakeProbe("served")})
@@ -166,7 +166,7 @@ def test_a_capability_stated_not_served_is_skipped_whatever_the_probe_found_and_
 def test_a_model_profiles_not_served_is_named_with_its_file() -> None:
     import dataclasses
 
-    from engine_acceptance.profiles.capabilities import stated_not_served
+    from engine_acceptance.capabilities.plan import stated_not_served
 
     profile = dataclasses.replace(GENERIC, not_served=frozenset({"image"}))
     assert stated_not_served(profile, []) == {"image": f"model profile 'generic' not_served ({GENERIC.source})"}
@@ -175,7 +175,7 @@ def test_a_model_profiles_not_served_is_named_with_its_file() -> None:
 
 
 def test_what_every_deployment_is_tested_on_cannot_be_stated_off() -> None:
-    from engine_acceptance.profiles.capabilities import stated_not_served
+    from engine_acceptance.capabilities.plan import stated_not_served
 
     with pytest.raises(ValueError, match="'text' cannot be stated not served"):
         stated_not_served(GENERIC, ["text"])

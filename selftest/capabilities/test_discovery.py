@@ -1,4 +1,4 @@
-"""Self-tests of capability discovery (engine_acceptance/wire/discovery.py).
+"""Self-tests of capability discovery (engine_acceptance/capabilities/discovery.py and probes/).
 
 Against the reference engine started with the launcher, as the suite starts it:
 everything served under a model name no profile matches, then each option that
@@ -22,21 +22,15 @@ from typing import Any
 
 import pytest
 
+from engine_acceptance.capabilities.discovery import Discovery, discover
+from engine_acceptance.capabilities.probes.base import Probe, classify_exchange
+from engine_acceptance.capabilities.probes.chat_features import THINKING_SWITCHES, SwitchTrial, judge_reasoning
+from engine_acceptance.capabilities.probes.media import classify_media
+from engine_acceptance.capabilities.probes.responses import classify_responses
+from engine_acceptance.capabilities.probes.structured import classify_structured
+from engine_acceptance.capabilities.probes.tokenize import classify_tokenize
+from engine_acceptance.capabilities.registry import probed_capabilities
 from engine_acceptance.wire.types import ClientTimeouts, EngineTarget, Exchange
-from engine_acceptance.wire.discovery import (
-    CAPABILITIES,
-    THINKING_SWITCHES,
-    Discovery,
-    Probe,
-    SwitchTrial,
-    classify_exchange,
-    classify_media,
-    classify_responses,
-    classify_structured,
-    classify_tokenize,
-    discover,
-    judge_reasoning,
-)
 from engine_acceptance.media.library import MEDIA_DIR
 from engine_acceptance.profiles.profile import choose_model_profile, load_engine_profile
 from engine_acceptance.wire.reassembly import reply_from_body
@@ -89,7 +83,7 @@ def states(discovery: Discovery) -> dict[str, str]:
 def test_everything_is_served_under_a_model_name_no_profile_matches(engines: Engines) -> None:
     assert choose_model_profile(UNPROFILED, None).name == "generic"
     discovery = run_discovery(engines)
-    assert states(discovery) == {name: "served" for name in CAPABILITIES}, discovery.table_rows()
+    assert states(discovery) == {entry.name: "served" for entry in probed_capabilities()}, discovery.table_rows()
     thinking = discovery.settings("thinking_modes")
     switch = next(s for s in THINKING_SWITCHES if s.name == thinking["switch"])
     assert thinking["modes"] == {"enabled": switch.enabled, "disabled": switch.disabled}

@@ -20,6 +20,12 @@ checks run:
 Everything else is skipped with the reason: the engine's own words when it refused,
 or why nothing could be probed. This module plans that before the run and judges
 coverage after it; it imports no pytest.
+
+Which capabilities there are, in which order, and each one's coverage rule (tested on
+every deployment, found by a probe, or only when declared or required) are the
+registry's (:mod:`engine_acceptance.capabilities.registry`). Planning lives in
+``capabilities/``, above ``profiles/``, because it reads both the model profile and
+discovery's results.
 """
 
 from __future__ import annotations
@@ -27,53 +33,18 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
+from engine_acceptance.capabilities.discovery import Discovery
+from engine_acceptance.capabilities.registry import PROFILE_VOCABULARY, capability
 from engine_acceptance.profiles.profile import ModelProfile
 
-__all__ = ["CAPABILITIES", "MARKER_CAPABILITIES", "STATED_NOT_SERVED", "CapabilityPlan", "CapabilityRow",
+__all__ = ["STATED_NOT_SERVED", "CapabilityPlan", "CapabilityRow",
            "coverage_rows", "effective_profile", "plan_capabilities", "stated_not_served",
            "validate_capability_names"]
 
-# The vocabulary of model profiles, in the order of the test plan.
-CAPABILITIES = ("text", "streaming", "reasoning", "thinking_modes", "reasoning_effort", "tools", "code", "image",
-                "video", "long_context", "structured_outputs", "responses")
-# Checks that carry no requires(...) test the capability of their marker.
-MARKER_CAPABILITIES = {"text": "text", "streaming": "streaming", "tools": "tools", "code_exec": "code",
-                       "image": "image", "video": "video", "recall": "long_context", "recall_1m": "long_context",
-                       "structured_outputs": "structured_outputs",
-                       # The error-code and sampling contracts hold for every chat deployment: text's checks.
-                       "error_codes": "text", "sampling": "text",
-                       "responses": "responses",
-                       # The wire checks read streams (the tool-call one also requires tools).
-                       "wire": "streaming",
-                       # Clients leave streams mid-way (and non-streamed requests): streaming's checks.
-                       "cancellation": "streaming"}
-# Served by every OpenAI-compatible chat server the suite can reach at all, or a task of the text itself.
-ALWAYS_TESTED = {
-    "text": "every OpenAI-compatible server answers chat completions (readiness listed the model)",
-    "streaming": "every OpenAI-compatible server streams chat completions",
-    "code": "writing a function is a text task: any chat model is asked",
-    "long_context": "every model has a context: recall runs at the declared or advertised length",
-}
-NOT_DISCOVERABLE = {
-    "reasoning_effort": ("an engine accepts reasoning_effort whether or not the model honours it, so no probe can "
-                         "tell; declare it in a model profile or require it with --expect reasoning_effort"),
-}
-
-
 # The discovered state of a capability the user or the profile says is off on purpose.
 STATED_NOT_SERVED = "not_served (stated)"
-
-
-class ProbeLike(Protocol):
-    state: str
-    evidence: str
-    settings: dict[str, Any]
-
-
-class DiscoveryLike(Protocol):
-    probes: Mapping[str, ProbeLike]
 
 
 @dataclass(frozen=True)
@@ -95,10 +66,10 @@ class CapabilityPlan:
 def validate_capability_names(names: Iterable[str], *, source: str) -> frozenset[str]:
     """The names as a set; ValueError naming the source and the valid names for an unknown one."""
     chosen = frozenset(name.strip() for name in names if name.strip())
-    unknown = sorted(chosen - set(CAPABILITIES))
+    unknown = sorted(chosen - set(PROFILE_VOCABULARY))
     if unknown:
         raise ValueError(f"{source}: unknown capability {', '.join(map(repr, unknown))}; "
-                         f"known: {', '.join(CAPABILITIES)}")
+                         f"known: {', '.join(PROFILE_VOCABULARY)}")
     return chosen
 
 
@@ -110,22 +81,24 @@ def stated_not_served(profile: ModelProfile, option: Iterable[str]) -> dict[str,
     """
     stated = {name: f"model profile {profile.name!r} not_served ({profile.source})" for name in profile.not_served}
     stated.update({name: "--not-served" for name in option})
-    always = sorted(set(stated) & ALWAYS_TESTED.keys())
+    always = sorted(name for name in stated
+                    if name in PROFILE_VOCABULARY and capability(name).always_tested is not None)
     if always:
         raise ValueError(f"{', '.join(map(repr, always))} cannot be stated not served ({stated[always[0]]}): "
-                         f"{ALWAYS_TESTED[always[0]]}")
+                         f"{capability(always[0]).always_tested}")
     return stated
 
 
-def plan_capabilities(profile: ModelProfile, discovery: DiscoveryLike | None,
+def plan_capabilities(profile: ModelProfile, discovery: Discovery | None,
                       required: frozenset[str], stated: Mapping[str, str] | None = None) -> dict[str, CapabilityPlan]:
     """Each capability's plan; `stated` maps a capability stated off on purpose to where it was stated."""
     stated = stated or {}
     plans = {}
-    for name in CAPABILITIES:
+    for name in PROFILE_VOCABULARY:
+        entry = capability(name)
         probe = discovery.probes.get(name) if discovery is not None else None
         # A capability every server has needs no probe: "-" rather than "not probed".
-        state = probe.state if probe is not None else "-" if name in ALWAYS_TESTED else "not_probed"
+        state = probe.state if probe is not None else "-" if entry.always_tested is not None else "not_probed"
         evidence = probe.evidence if probe is not None else _unprobed_evidence(name, discovery)
         declared = profile.has(name)
         is_required = name in required
@@ -137,8 +110,8 @@ def plan_capabilities(profile: ModelProfile, discovery: DiscoveryLike | None,
                                          f"not served (stated with {stated[name]}); probe found it "
                                          f"{state.replace('_', ' ')}: {evidence}")
             continue
-        if name in ALWAYS_TESTED:
-            tested, reason = True, ALWAYS_TESTED[name]
+        if entry.always_tested is not None:
+            tested, reason = True, entry.always_tested
         elif declared:
             tested, reason = True, f"declared by model profile {profile.name!r}"
         elif state in ("served", "broken"):
@@ -151,19 +124,20 @@ def plan_capabilities(profile: ModelProfile, discovery: DiscoveryLike | None,
         else:
             tested = False
             reason = (f"model profile {profile.name!r} does not declare {name!r} and no probe found it: "
-                      f"{NOT_DISCOVERABLE.get(name, evidence)}")
+                      f"{entry.undiscoverable or evidence}")
         plans[name] = CapabilityPlan(name, declared, state, evidence, is_required, tested, reason)
     return plans
 
 
-def _unprobed_evidence(name: str, discovery: DiscoveryLike | None) -> str:
-    if name in NOT_DISCOVERABLE:
-        return NOT_DISCOVERABLE[name]
+def _unprobed_evidence(name: str, discovery: Discovery | None) -> str:
+    undiscoverable = capability(name).undiscoverable
+    if undiscoverable is not None:
+        return undiscoverable
     return "capability discovery did not run" if discovery is None else "no probe for it"
 
 
 def effective_profile(profile: ModelProfile, plans: Mapping[str, CapabilityPlan],
-                      discovery: DiscoveryLike | None) -> ModelProfile:
+                      discovery: Discovery | None) -> ModelProfile:
     """The model profile the checks use: what is tested, with discovered settings where the profile has none."""
     changes: dict[str, Any] = {"capabilities": frozenset(name for name, plan in plans.items() if plan.tested)}
     probes = discovery.probes if discovery is not None else {}
