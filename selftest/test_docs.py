@@ -126,6 +126,11 @@ def test_readme_links_are_rewritten_for_the_site():
         "[a](running.md#x) [b](benchmarks.md) [c](#own) [d](https://h/docs/x.md) ![i](screenshots/p.png)")
 
 
+def test_a_pipe_escaped_for_github_in_a_table_is_unescaped_for_the_site():
+    page = "| `--engine auto\\|vllm` | a \\| b |\nnot a row `x\\|y`"
+    assert mkdocs_hooks.unescape_table_code_pipes(page) == "| `--engine auto|vllm` | a \\| b |\nnot a row `x\\|y`"
+
+
 # --- the site -------------------------------------------------------------------------------
 
 def nav_pages(nav: list) -> list[str]:
