@@ -4,8 +4,8 @@
   (``scripts/options_reference.py``); a committed page that differs fails here, naming each
   option, with the command that regenerates it.
 * The README is the five-minute read (at most 250 lines) that keeps the two commands CI runs,
-  and every relative link in it (a file, or a heading in a Markdown file) exists, as GitHub
-  resolves it. ``mkdocs build --strict`` (CI's docs stage) checks the same links on the site.
+  and every relative link in it and in docs/ (a file, or a heading in a Markdown file) exists,
+  as GitHub resolves it. ``mkdocs build --strict`` (CI's docs stage) checks them on the site.
 * Every page in ``docs/`` is in ``mkdocs.yml``'s nav, so none is built but unreachable.
 """
 
@@ -109,6 +109,11 @@ def broken_links(markdown_file: Path) -> list[str]:
 def test_every_relative_link_of_the_readme_exists():
     assert relative_links(README), "the README links its docs/ pages"
     assert broken_links(README) == []
+
+
+def test_every_relative_link_of_the_docs_pages_exists():
+    # As GitHub resolves them; mkdocs build --strict checks them again on the site.
+    assert {page.name: broken_links(page) for page in sorted((ROOT / "docs").glob("*.md")) if broken_links(page)} == {}
 
 
 def test_a_broken_link_or_anchor_is_found(tmp_path):
