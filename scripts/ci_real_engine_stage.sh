@@ -47,7 +47,7 @@
 #   with two (both 2026-12-03, --trials=1). The same number sends recall's ten field-extraction
 #   prompts at once (compare passes workers=N as --recall-concurrency): vLLM's recall took 236 s
 #   of its run one at a time (each ~20 s, 128 tokens at ~155 ms a token after a 2,048-token prompt).
-# The full command, run by hand on the same two engines, is in the README with its last result.
+# The full command, run by hand on the same two engines, is in docs/ci-and-real-engines.md with its last result.
 #
 # The tool-accuracy set runs on vLLM alone, after the comparison, gated on the baseline recorded
 # from this very engine (fixtures/tool_baselines/gemma-3-270m-vllm-0.32-cpu.json), so its trigger
@@ -57,7 +57,7 @@
 # engine and the run's machinery runs end to end, where this model's results are records anyway.
 # vLLM here answers the set's requests 16 at a time in waves of about 45 s (their tool schemas are
 # a long prefill on one core): 80 cases took 450 s of the stage on 2026-12-04, 26 took 170 s, the
-# whole set 8.5 minutes. The whole set is the README's command (Tool-call accuracy), run by hand;
+# whole set 8.5 minutes. The whole set is docs/ci-and-real-engines.md's command, run by hand;
 # on llama.cpp, which answers one request at a time at about 45 tokens/s, it would add about
 # 15 minutes to CI, so the comparison deselects it (-k "not tool_accuracy"). The same run on vLLM
 # measures one small open-loop cell against an SLO: attainment and goodput, reported in its gate.

@@ -103,7 +103,7 @@ def test_seed_001_media_matrix_runs_in_full_against_the_reference_engine(pyteste
     assert set(figures) == {"image-512@1", "image-512@4", "image-1024@1", "image-1024@4", "two-images-512@1",
                             "two-images-512@4", "video-16frames@1", "video-16frames@2"}
     assert all(len(cell["request_per_s"]["rounds"]) == 3 for cell in figures.values())
-    # The figures, for the record (pytest -s shows them; the README quotes one run).
+    # The figures, for the record (pytest -s shows them; docs/throughput-and-slo.md quotes one run).
     for line in result.stdout.lines:
         if "engine-acceptance: throughput" in line and ("[" in line or "input" in line):
             print(line)

@@ -5,7 +5,7 @@ event waits for the queue and the prefill: those silences are bounded by the
 request timeout only. The idle timeout still ends a stream that stalls and a
 streamed request the engine never answers (no status), each failure naming the
 limit that fired. Which limit applies where: ``engine_acceptance/wire/client.py``'s
-docstring and the README ("When the engine misbehaves").
+docstring and docs/misbehaving-engines.md.
 
 The suite runs against the reference engine with a latency model that makes a
 non-streamed reply take longer than ``--idle-timeout`` but far less than
