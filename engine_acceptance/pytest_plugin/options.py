@@ -356,7 +356,7 @@ class AcceptanceOptions:
         if len(given) > 1:
             raise UsageError(f"--engine-url: given {len(given)} times; a run tests one engine. To compare engines "
                              "side by side: python -m engine_acceptance.compare --engine NAME=URL --engine "
-                             "NAME2=URL2 -- [pytest args] (README, Comparing engines)")
+                             "NAME2=URL2 -- [pytest args] (docs/comparison.md)")
         reference = ReferenceOptions(opt.convention, tuple(opt.inject), opt.reference_model,
                                      tuple(opt.reference_serves), opt.reference_latency)
         if opt.engine_url is not None and (reference.defects or reference.convention != "vllm" or reference.model
