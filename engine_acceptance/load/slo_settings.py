@@ -1,6 +1,6 @@
 """The open-loop and SLO options, parsed once, and merged with the model profile's ``slo``.
 
-Command line (``pytest_plugin/options.py``): ``--request-rate R[,R...]`` (one cell per
+Command line (declared in :data:`OPTIONS` below): ``--request-rate R[,R...]`` (one cell per
 rate; ``inf`` sends all at once), ``--burstiness B`` (gamma shape; 1 = Poisson),
 ``--load-seed N`` (the schedule's seed, fixed by default), ``--slo ttft=MS,tpot=MS,e2e=MS``
 (any subset), ``--slo-target F``, ``--slo-min-goodput RPS``, ``--slo-requests N``,
