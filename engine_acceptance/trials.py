@@ -33,10 +33,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine_acceptance.assertions import SeveralProblems, problems_of
+from engine_acceptance.option_spec import OptionSpec, whole_number_at_least_one
 from engine_acceptance.proportions import Proportion
 
-__all__ = ["DEFAULT_SAMPLES", "TRIAL_KINDS", "SampleResult", "TrialResult", "TrialRule", "current_sample",
-           "run_trials", "samples_for"]
+__all__ = ["DEFAULT_SAMPLES", "OPTIONS", "TRIAL_KINDS", "SampleResult", "TrialResult", "TrialRule",
+           "current_sample", "run_trials", "samples_for", "trial_count"]
 
 # K per kind of check when neither --trials nor the model profile's ``trials:`` says.
 DEFAULT_SAMPLES: dict[str, int] = {
@@ -50,6 +51,20 @@ DEFAULT_SAMPLES: dict[str, int] = {
     # phase, so K more would multiply the longest part of the run. A profile may ask for more.
     "recall": 1,
 }
+TRIAL_KINDS = tuple(DEFAULT_SAMPLES)
+
+
+def trial_count(raw: str) -> int:
+    """K, the samples of each model-behaviour check: a whole number, at least 1 (--trials' type)."""
+    return whole_number_at_least_one(raw, "samples", "a check")
+
+
+OPTIONS = (
+    OptionSpec("--trials", type=trial_count, default=None, metavar="K",
+               help="Samples of every model-behaviour check, sent together and judged by the check's rule; overrides "
+                    "the model profile's trials (default: the profile's, else "
+                    + ", ".join(f"{kind} {count}" for kind, count in DEFAULT_SAMPLES.items()) + ")"),
+)
 TRIAL_KINDS = tuple(DEFAULT_SAMPLES)
 
 Sample = Callable[[], Awaitable[Any]]

@@ -53,7 +53,8 @@ SHIPPED_FOLDERS = (PACKAGE, "fixtures", "tests")
 # built-in engine the way it reaches vLLM, over HTTP, and gets its tokenizer as data.
 REFERENCE_ENGINE_LAUNCHERS: Mapping[str, str] = {
     f"{PYTEST_PLUGIN}.engine_setup": "starts the built-in engine when no --engine-url is given",
-    f"{PYTEST_PLUGIN}.options": "rejects an --inject name the built-in engine does not know, before starting it",
+    f"{PYTEST_PLUGIN}.option_catalog": "rejects an --inject name the built-in engine does not know, before starting it",
+    f"{PYTEST_PLUGIN}.options": "turns --reference-latency into the built-in engine's latency model",
     f"{PACKAGE}.compare.run": "starts one built-in engine for each compared target named 'builtin'",
 }
 
@@ -65,7 +66,7 @@ REFERENCE_ENGINE_LAUNCHERS: Mapping[str, str] = {
 # is data every layer from wire up reads, the rest of capabilities/ plans with profiles and
 # media. docs/architecture.md's "Layers" section shows the same table (checked below).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("L0", ("__init__.py", "errors.py", "resources.py", "failure_categories.py", "proportions.py")),
+    ("L0", ("__init__.py", "errors.py", "resources.py", "failure_categories.py", "proportions.py", "option_spec.py")),
     ("L1", ("capabilities/registry.py",)),
     ("L2", ("wire/",)),
     ("L3", ("profiles/", "media/")),

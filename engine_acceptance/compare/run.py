@@ -61,6 +61,7 @@ from typing import Any, TextIO
 from engine_acceptance import sigterm
 from engine_acceptance.cli import suite_command
 from engine_acceptance.errors import UsageError
+from engine_acceptance.pytest_plugin.option_catalog import driver_set_options
 from engine_acceptance.compare.report import (
     build_tables,
     load_engine,
@@ -84,11 +85,11 @@ PHASES: dict[str, str | None] = {
     "soak": "soak",
 }
 DEFAULT_PHASES = ("functional", "throughput")
-# Options the driver sets itself for each run; given after -- they would break the comparison.
-OWNED_OPTIONS = ("--engine-url", "--api-key", "--gate-json", "--throughput-out", "--throughput-seed", "--junitxml",
-                 "--junit-xml", "--alluredir", "--profile", "--model", "--inject", "--convention", "--numprocesses",
-                 "--dist", "--not-served")
-OWNED_SHORT = ("-m", "-n")
+# Options the driver sets itself for each run; given after -- they would break the comparison. The
+# plugin's own are those its declarations mark driver_sets (pytest_plugin/option_catalog.py); these
+# belong to pytest, pytest-xdist and allure-pytest, which the suite does not declare.
+DRIVER_SETS_OTHERS = ("--junitxml", "--junit-xml", "--alluredir", "--numprocesses", "--dist")
+DRIVER_SETS_SHORT = ("-m", "-n")
 # inject=DEFECT[+DEFECT]: a reference engine with a known defect, so a comparison's differences can be checked.
 REFERENCE_KEYS = {"ttft_ms": float, "tpot_ms": float, "prefill_ms_per_1k": float, "batch_slowdown": float,
                   "stream_chunk_tokens": int, "convention": str, "inject": str}
@@ -237,8 +238,8 @@ def parse_args(argv: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
         if spec.api_key_env and not os.environ.get(spec.api_key_env):
             parser.error(f"engine {spec.name}: environment variable {spec.api_key_env} (api-key-env) is not set")
     for arg in pytest_args:
-        owned = [o for o in OWNED_OPTIONS if arg == o or arg.startswith(o + "=")]
-        owned += [o for o in OWNED_SHORT if arg.startswith(o)]
+        owned = [o for o in (*driver_set_options(), *DRIVER_SETS_OTHERS) if arg == o or arg.startswith(o + "=")]
+        owned += [o for o in DRIVER_SETS_SHORT if arg.startswith(o)]
         if owned:
             parser.error(f"{owned[0]} after --: the driver sets it for each run (use --engine, --phase, --select, "
                          f"--workers, --seed or --out instead)")

@@ -37,6 +37,7 @@ from engine_acceptance.profiles.profile import DATA_ROOT
 from engine_acceptance.wire.reassembly import reassemble_stream
 from engine_acceptance.load.report import fixed_width_lines, format_spread, html_table
 from engine_acceptance.errors import UsageError
+from engine_acceptance.option_spec import OptionSpec
 from engine_acceptance.resources import read_yaml
 
 __all__ = [
@@ -48,7 +49,9 @@ __all__ = [
     "MediaInput",
     "MediaSettings",
     "MediaSettingsError",
+    "OPTIONS",
     "build_media_body",
+    "from_options",
     "load_inputs",
     "measure_media_cell",
     "media_table_html",
@@ -300,3 +303,15 @@ def media_table_lines(results: Sequence[MediaCellResult]) -> list[str]:
 def media_table_html(title: str, results: Sequence[MediaCellResult]) -> str:
     return html_table(title, f"Each cell: median of rounds [min-max across rounds]. {CACHE_NOTE}",
                       _header(), _rows(results))
+
+
+OPTIONS = (
+    OptionSpec("--media-shapes", default="full", metavar="SPEC",
+               help="Media throughput cells: full (seed 001's), or a comma list of NAME, NAME@C, NAME@CxR "
+                    "(fixtures/media_throughput.yaml; default: full)"),
+)
+
+
+def from_options(values: Any) -> MediaSettings:
+    """The media throughput settings from the parsed options (``config.option``)."""
+    return MediaSettings(tuple(select_media_cells(values.media_shapes)), values.media_shapes)

@@ -20,13 +20,16 @@ plan's ``reason`` says how the count came about; it is reported with the cell.
 
 from __future__ import annotations
 
+import argparse
 import math
 import os
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["ASSUMED_STREAM_EVENTS_PER_S", "PROCESS_EVENT_LIMIT_PER_S", "PROCESS_SEND_LIMIT_PER_S", "ProcessPlan",
-           "parse_load_processes", "plan_processes"]
+from engine_acceptance.option_spec import OptionSpec
+
+__all__ = ["ASSUMED_STREAM_EVENTS_PER_S", "OPTIONS", "PROCESS_EVENT_LIMIT_PER_S", "PROCESS_SEND_LIMIT_PER_S",
+           "ProcessPlan", "load_processes", "parse_load_processes", "plan_processes"]
 
 # Events a second one client process takes before its median timing error passes 1 ms:
 # benchmarks/README.md, "Events per second one client process takes" (about 27,000 on this
@@ -101,3 +104,19 @@ def plan_processes(asked: int | None, expected_events_per_s: float, *, streams: 
         limits.append(f"{wanted} wanted, at most {min(cpus, streams)} ({cpus} CPUs, {streams} streams)")
     return ProcessPlan(count, "; ".join([f"auto: {expected}, " + " and ".join(above), *limits]),
                        expected_events_per_s)
+
+
+def load_processes(raw: str) -> int | None:
+    """``auto`` (None) or a whole number of client processes, at least 1 (the option's type)."""
+    try:
+        return parse_load_processes(raw)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+OPTIONS = (
+    OptionSpec("--load-processes", type=load_processes, default=None, metavar="N|auto",
+               help="Client processes that send each throughput and SLO cell, sharing one schedule and one clock; "
+                    "auto spreads a cell only when its expected SSE events per second pass what one process times "
+                    "accurately (benchmarks/README.md), at most one per CPU (default: auto)"),
+)

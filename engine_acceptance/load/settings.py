@@ -1,6 +1,7 @@
 """The throughput options, parsed once: which cells, how many rounds, the gate, the files.
 
-:func:`settings_from_options` is called once per run (``pytest_plugin/options.py``); a bad
+The options are declared in :data:`OPTIONS` below; :func:`from_options` (through
+:func:`settings_from_options`) is called once per run (``pytest_plugin/options.py``); a bad
 value is a :class:`SettingsError` (a usage error, exit 4) naming the option and the value.
 
 Shape selection (``--throughput-shapes``), comma-separated, any mix of:
@@ -21,6 +22,7 @@ from typing import Any, Sequence
 from engine_acceptance.load.generator import Cell
 from engine_acceptance.profiles.profile import DATA_ROOT
 from engine_acceptance.errors import UsageError
+from engine_acceptance.option_spec import OptionSpec
 from engine_acceptance.resources import read_yaml
 from engine_acceptance.load.gate import (
     DEFAULT_TOLERANCES,
@@ -34,9 +36,11 @@ from engine_acceptance.load.gate import (
 __all__ = [
     "DEFAULT_ROUNDS",
     "DEFAULT_SHAPES",
+    "OPTIONS",
     "SHAPES_FILE",
     "SettingsError",
     "ThroughputSettings",
+    "from_options",
     "full_matrix",
     "select_cells",
     "settings_from_options",
@@ -189,3 +193,38 @@ def _writable(option: str, value: str | None) -> Path | None:
     if not path.parent.is_dir():
         raise SettingsError(option, f"{value!r}: directory {str(path.parent)!r} does not exist")
     return path
+
+
+# The throughput options, in the order pytest --help shows them (docs/options.md).
+OPTIONS = (
+    OptionSpec("--throughput-shapes", default=DEFAULT_SHAPES, metavar="SPEC",
+               help="Throughput cells: smoke, full (the seeds' matrix), or a comma list of IN/OUT, IN/OUT@C, "
+                    f"IN/OUT@CxR (default: {DEFAULT_SHAPES})"),
+    OptionSpec("--throughput-rounds", type=int, default=DEFAULT_ROUNDS, metavar="N",
+               help=f"Measured rounds per throughput cell; tables show the median of rounds "
+                    f"(default: {DEFAULT_ROUNDS})"),
+    OptionSpec("--throughput-threshold", action="append", default=[], metavar="[CELL:]METRIC<=|>=VALUE",
+               help="Throughput gate on a cell's median, e.g. p95_ttft_ms<=500 or 128/128@4:output_tok_s>=100 "
+                    "(repeatable; adds to the model profile's)"),
+    OptionSpec("--throughput-tolerance", action="append", default=[], metavar="METRIC=PCT",
+               help="Allowed regression against the baseline, e.g. p95_ttft_ms=20%% (repeatable; overrides the "
+                    "baseline file's)"),
+    OptionSpec("--throughput-baseline", default=None, metavar="PATH",
+               help="Compare throughput with this saved baseline"),
+    OptionSpec("--throughput-save", default=None, metavar="PATH",
+               help="Save this run's throughput medians as a baseline"),
+    OptionSpec("--throughput-out", default=None, metavar="PATH", driver_sets=True,
+               help="Write every throughput round's figures to this JSON file"),
+    # The compare driver gives every engine the same seed, so each gets the same prompts.
+    OptionSpec("--throughput-seed", type=int, default=None, metavar="N", driver_sets=True,
+               help="Seed of the throughput prompts' text and offsets, so runs send the same prompts "
+                    "(default: random)"),
+)
+
+
+def from_options(values: Any) -> ThroughputSettings:
+    """The throughput settings from the parsed options (``config.option``)."""
+    return settings_from_options(
+        shapes=values.throughput_shapes, rounds=values.throughput_rounds, thresholds=values.throughput_threshold,
+        tolerances=values.throughput_tolerance, baseline=values.throughput_baseline, save=values.throughput_save,
+        out=values.throughput_out)

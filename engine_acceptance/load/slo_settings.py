@@ -1,6 +1,6 @@
 """The open-loop and SLO options, parsed once, and merged with the model profile's ``slo``.
 
-Command line (``pytest_plugin/options.py``): ``--request-rate R[,R...]`` (one cell per
+Command line (declared in :data:`OPTIONS` below): ``--request-rate R[,R...]`` (one cell per
 rate; ``inf`` sends all at once), ``--burstiness B`` (gamma shape; 1 = Poisson),
 ``--load-seed N`` (the schedule's seed, fixed by default), ``--slo ttft=MS,tpot=MS,e2e=MS``
 (any subset), ``--slo-target F``, ``--slo-min-goodput RPS``, ``--slo-requests N``,
@@ -23,10 +23,12 @@ from engine_acceptance.load.arrivals import DEFAULT_LOAD_SEED, parse_rates
 from engine_acceptance.load.open_loop import RateCell
 from engine_acceptance.load.settings import SettingsError
 from engine_acceptance.load.slo import DEFAULT_TARGET, SLO_METRICS, SloSpec, parse_slo_limits
+from engine_acceptance.option_spec import OptionSpec
 
 T = TypeVar("T")
 
-__all__ = ["DEFAULT_RATE", "DEFAULT_REQUESTS", "DEFAULT_SHAPE", "OpenLoopSettings", "open_loop_settings_from_options"]
+__all__ = ["DEFAULT_RATE", "DEFAULT_REQUESTS", "DEFAULT_SHAPE", "OPTIONS", "OpenLoopSettings", "from_options",
+           "open_loop_settings_from_options"]
 
 # One request a second: a CPU test model (15 tok/s per request) keeps up with a 32-token reply.
 DEFAULT_RATE = 1.0
@@ -123,3 +125,37 @@ def open_loop_settings_from_options(*, request_rate: str | None, burstiness: str
         target=_number("--slo-target", slo_target, above=0, at_most=1),
         min_goodput_rps=_min_goodput(slo_min_goodput),
         requests=slo_requests, shape=(int(match.group(1)), int(match.group(2))), search=slo_search)
+
+
+# The open-loop and SLO options (pytest -m slo), in the order pytest --help shows them.
+OPTIONS = (
+    OptionSpec("--request-rate", default=None, metavar="R[,R...]",
+               help="Open-loop arrivals for the SLO check (pytest -m slo): requests per second, one cell per rate, "
+                    "inf sends all at once (default: the model profile's slo.request_rate, else 1)"),
+    OptionSpec("--burstiness", default="1", metavar="B",
+               help="Gamma shape of the open-loop gaps as vllm bench serve's: 1 Poisson, below 1 burstier, inf a "
+                    "constant gap (default: 1)"),
+    OptionSpec("--load-seed", type=int, default=0, metavar="N",
+               help="Seed of the open-loop arrival schedule, so runs send at the same times (default: 0)"),
+    OptionSpec("--slo", default=None, metavar="ttft=MS,tpot=MS,e2e=MS",
+               help="Service-level objective, any subset of the three limits in milliseconds; with it the SLO check "
+                    "runs (default: the model profile's slo, else the check skips)"),
+    OptionSpec("--slo-target", default=None, metavar="F",
+               help="Share of requests that must meet the SLO, e.g. 0.99 (default: the model profile's, else 0.99)"),
+    OptionSpec("--slo-min-goodput", default=None, metavar="RPS",
+               help="Lowest goodput, requests per second meeting the SLO (default: the model profile's, else none)"),
+    OptionSpec("--slo-requests", type=int, default=None, metavar="N",
+               help="Requests per open-loop cell (default: the model profile's slo.requests, else 32)"),
+    OptionSpec("--slo-shape", default="128/32", metavar="IN/OUT",
+               help="Input and output tokens of the open-loop requests (default: 128/32)"),
+    OptionSpec("--slo-search", action="store_true",
+               help="Also search the highest rate whose attainment stays at the target (doubling, then bisecting)"),
+)
+
+
+def from_options(values: Any) -> OpenLoopSettings:
+    """The open-loop settings from the parsed options (``config.option``); merged with the profile later."""
+    return open_loop_settings_from_options(
+        request_rate=values.request_rate, burstiness=values.burstiness, load_seed=values.load_seed, slo=values.slo,
+        slo_target=values.slo_target, slo_min_goodput=values.slo_min_goodput, slo_requests=values.slo_requests,
+        slo_shape=values.slo_shape, slo_search=values.slo_search)

@@ -31,6 +31,7 @@ from typing import Any
 
 
 from engine_acceptance.load.metrics import percentile
+from engine_acceptance.option_spec import OptionSpec
 # The Prometheus reader is shared with the cancellation checks; re-exported here for the soak's users.
 from engine_acceptance.wire.prometheus import parse_prometheus, pick_series
 from engine_acceptance.errors import UsageError
@@ -39,11 +40,13 @@ __all__ = [
     "DEFAULT_IMAGE_SHARE",
     "DEFAULT_RATE",
     "DEFAULT_WORKERS",
+    "OPTIONS",
     "SoakReport",
     "SoakSample",
     "SoakSettings",
     "SoakSettingsError",
     "SoakWindow",
+    "from_options",
     "is_image",
     "parse_prometheus",
     "pick_series",
@@ -366,3 +369,20 @@ async def run_soak(settings: SoakSettings, send: Send, *, stop: asyncio.Event | 
     observed = min(clock() - start, settings.duration_s) if early else settings.duration_s
     samples.sort(key=lambda s: s.index)
     return samples, observed, early
+
+
+# Strings, not type=float: soak_settings_from_options checks them and names the option in its error.
+OPTIONS = (
+    OptionSpec("--soak-minutes", default=None, metavar="N",
+               help="Run the mixed-traffic soak (pytest -m soak) for N minutes (default: the soak is off)"),
+    OptionSpec("--soak-rate", default="0.5", metavar="R", help="Soak requests per second (default: 0.5)"),
+    OptionSpec("--soak-image-share", default="0.2", metavar="F",
+               help="Share of soak requests carrying an image (default: 0.2)"),
+    OptionSpec("--soak-workers", default="4", metavar="N", help="Soak requests in flight at most (default: 4)"),
+)
+
+
+def from_options(values: Any) -> SoakSettings | None:
+    """The soak settings from the parsed options (``config.option``); None when the soak is off."""
+    return soak_settings_from_options(minutes=values.soak_minutes, rate=values.soak_rate, workers=values.soak_workers,
+                                      image_share=values.soak_image_share)

@@ -22,6 +22,7 @@ from suite_runner import run_suite
 
 from engine_acceptance.compare.run import EngineSpec, main as compare_main, parse_args, phase_command
 from engine_acceptance.compare.report import Figure, compare_figures
+from engine_acceptance.pytest_plugin.option_catalog import OPTIONS, driver_set_options
 
 REPO = Path(__file__).resolve().parents[2]
 # Latencies far above the client's and the machine's noise (milliseconds of Python per
@@ -230,6 +231,26 @@ def test_bad_driver_options_stop_it_with_a_usage_error(tmp_path: Path, args: tup
     assert code == 4, captured.out + captured.err
     assert message in captured.err
     assert not (tmp_path / "out" / "comparison.md").exists()
+
+
+@pytest.mark.parametrize("option", driver_set_options())
+def test_every_option_declared_driver_sets_is_refused_after_the_dashes(tmp_path: Path, option: str,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    code = compare_main(["--out", str(tmp_path / "out"), "--quiet", "--reference", "a", "--reference", "b", "--",
+                         f"{option}=x"])
+    assert code == 4
+    assert f"{option} after --: the driver sets it for each run" in capsys.readouterr().err
+
+
+def test_the_plugin_options_a_run_gets_from_the_driver_are_declared_driver_sets(tmp_path: Path) -> None:
+    # The refusal list is derived from the declarations, so a declaration that forgets the mark
+    # would let a user's value silently fight the driver's; --recall-concurrency is a default a user may change.
+    spec = EngineSpec("e", url="http://e:1", profile="p", model="m", not_served="tools", workers=2)
+    command = phase_command(spec, "http://e:1", "acceptance", tmp_path, select="text", workers=None, seed=1,
+                            pytest_args=[])
+    declared = {option.name for option in OPTIONS}
+    given = {arg.partition("=")[0] for arg in command if arg.partition("=")[0] in declared}
+    assert given - {"--recall-concurrency"} <= set(driver_set_options()), given
 
 
 @pytest.mark.e2e
