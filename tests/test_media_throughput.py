@@ -18,7 +18,7 @@ from dataclasses import dataclass, replace
 import allure
 import pytest
 
-from engine_acceptance.load.media_load import (
+from engine_acceptance.load.media.cells import (
     CACHE_NOTE,
     MediaCell,
     media_table_html,

@@ -10,7 +10,7 @@ with the figures, when a cell's attainment is below the target or its goodput be
 the minimum. Sends that fell behind the schedule are counted and reported.
 
 ``--slo-search`` adds the search for the highest rate whose attainment stays at the
-target (:mod:`engine_acceptance.load.slo_search`), reported as a figure. Like the
+target (:mod:`engine_acceptance.load.open_loop.search`), reported as a figure. Like the
 throughput smoke this is a measurement: it runs alone on the engine.
 """
 
@@ -23,11 +23,11 @@ import allure
 import pytest
 
 from engine_acceptance.load.arrivals import LATE_S, format_rate
-from engine_acceptance.load.open_loop import RateCell, RateCellResult, measure_rate_cell
-from engine_acceptance.load.slo import SloOutcome, SloSpec, evaluate_slo
-from engine_acceptance.load.slo_report import slo_chart_png, slo_csv, slo_table_html, slo_table_lines
-from engine_acceptance.load.slo_search import SearchPolicy, Step, search_highest_rate
-from engine_acceptance.load.slo_settings import OpenLoopSettings
+from engine_acceptance.load.open_loop.cells import RateCell, RateCellResult, measure_rate_cell
+from engine_acceptance.load.open_loop.slo import SloOutcome, SloSpec, evaluate_slo
+from engine_acceptance.load.open_loop.report import slo_chart_png, slo_csv, slo_table_html, slo_table_lines
+from engine_acceptance.load.open_loop.search import SearchPolicy, Step, search_highest_rate
+from engine_acceptance.load.open_loop.settings import OpenLoopSettings
 from engine_acceptance.progress import Write, terminal_writer
 from engine_acceptance.report_attachments import attach_json
 from engine_acceptance.assertions import assert_no_problems

@@ -19,11 +19,11 @@ from typing import Any
 import pytest
 
 from engine_acceptance.errors import UsageError
-from engine_acceptance.load.media_load import MediaSettings, select_media_cells
+from engine_acceptance.load.media.cells import MediaSettings, select_media_cells
 from engine_acceptance.load.process_plan import parse_load_processes
-from engine_acceptance.load.settings import DEFAULT_ROUNDS, DEFAULT_SHAPES, ThroughputSettings, settings_from_options
-from engine_acceptance.load.soak import SoakSettings, soak_settings_from_options
-from engine_acceptance.load.slo_settings import OpenLoopSettings, open_loop_settings_from_options
+from engine_acceptance.load.closed_loop.settings import DEFAULT_ROUNDS, DEFAULT_SHAPES, ThroughputSettings, settings_from_options
+from engine_acceptance.load.soak.traffic import SoakSettings, soak_settings_from_options
+from engine_acceptance.load.open_loop.settings import OpenLoopSettings, open_loop_settings_from_options
 from engine_acceptance.capabilities.plan import validate_capability_names
 from engine_acceptance.trials import DEFAULT_SAMPLES
 from engine_acceptance.wire.types import ClientTimeouts
