@@ -14,8 +14,9 @@ whatever it measures and however differently its cells are paced:
 A workload is built on a :class:`LoadContext` (the engine and how to reach it), so the
 steps take only what differs between workloads. The adapters (each subpackage's
 ``workload.py``) are thin on purpose: they call the workload's own functions, which
-the checks in tests/ still call directly where a check needs more than the four steps
-(progress lines per cell, prompt recounts, the gate, the SLO search, signals).
+a check still calls directly where it needs more than the four steps (the throughput
+smoke recounts prompts between cells; the soak reads the engine's metrics around its
+traffic and ends early on a signal).
 """
 
 from __future__ import annotations

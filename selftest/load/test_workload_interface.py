@@ -64,10 +64,13 @@ async def _through_the_interface(workload: Workload, options: SimpleNamespace) -
 
 
 async def test_closed_loop_gives_the_throughput_table_and_figures(engine) -> None:
-    workload = ClosedLoopWorkload(await _context(engine))
+    said: list[str] = []
+    workload = ClosedLoopWorkload(await _context(engine, progress=said.append))
     assert isinstance(workload, Workload)
     runs, result = await _through_the_interface(workload, _options())
     assert [r.cell.key for r in runs] == [f"{INPUT_TOKENS}/{OUTPUT_TOKENS}@2"]
+    assert said[0].startswith(f"{runs[0].cell.key}: 2 round(s) of 4 requests, 2 warm-up; prompts from ")
+    assert workload.next_index == 2 + 4 * 2  # the next run's prompts follow this one's
     assert result.table().lines() == table_lines(runs)
     figures = result.figures()
     assert set(figures) == {runs[0].cell.key}

@@ -1,9 +1,10 @@
 """The closed-loop workload (the throughput smoke) behind the load interface.
 
 Settings are ``--throughput-*`` (:class:`ThroughputSettings`); the schedule its selected
-cells; a run measures them one after another with prompt indices that never repeat
-between cells, as ``tests/test_throughput.py`` does; the result is the cells' medians of
-rounds and the throughput table.
+cells; a run measures them one after another, saying each as it starts, with prompt
+indices that never repeat between cells; the result is the cells' medians of rounds and
+the throughput table. ``tests/test_throughput.py`` measures its cells itself: between two
+cells it sends a text prompt again to see that the engine counts it the same.
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ class ClosedLoopWorkload:
 
     def __init__(self, context: LoadContext) -> None:
         self.context = context
+        # Prompt indices go on from run to run: no prompt repeats within this workload's cells.
+        self.next_index = 0
 
     def settings(self, options: Any) -> ThroughputSettings | None:
         return options.throughput
@@ -48,13 +51,15 @@ class ClosedLoopWorkload:
     async def run(self, settings: ThroughputSettings, cells: Sequence[Cell]) -> list[CellResult]:
         if self.context.prompts is None:
             raise ValueError("the closed loop needs prompts in its LoadContext")
-        results, index = [], 0
+        prompts, say = self.context.prompts, self.context.progress or (lambda _line: None)
+        results = []
         for cell in cells:
+            say(f"{cell.key}: {settings.rounds} round(s) of {cell.requests} requests, {cell.warmup_requests} "
+                f"warm-up; prompts from {prompts.source}")
             results.append(await measure_cell(
-                self.context.target, cell, self.context.prompts, rounds=settings.rounds,
-                ignore_eos=self.context.ignore_eos, first_index=index, progress=self.context.progress,
-                processes=self.context.processes))
-            index += cell.warmup_requests + cell.requests * settings.rounds
+                self.context.target, cell, prompts, rounds=settings.rounds, ignore_eos=self.context.ignore_eos,
+                first_index=self.next_index, progress=self.context.progress, processes=self.context.processes))
+            self.next_index += cell.warmup_requests + cell.requests * settings.rounds
         return results
 
     def result(self, settings: ThroughputSettings, runs: Sequence[CellResult]) -> ClosedLoopResult:

@@ -2,9 +2,9 @@
 
 Settings are ``--media-shapes`` (:class:`MediaSettings`) with the rounds of
 ``--throughput-rounds``; the schedule its selected cells; a run measures them one after
-another; the result is each cell's req/s and E2E and the media table. The check in
-``tests/test_media_throughput.py`` groups the cells by input (one check each) and caps
-each input's reply by the model profile, so it calls the cells' functions itself.
+another, saying each as it starts; the result is each cell's req/s and E2E and the media
+table. The check in ``tests/test_media_throughput.py`` runs one input's cells at a time
+(one check each), their replies capped by the model profile.
 """
 
 from __future__ import annotations
@@ -57,9 +57,14 @@ class MediaWorkload:
         return settings.media.cells
 
     async def run(self, settings: MediaLoadSettings, cells: Sequence[MediaCell]) -> list[MediaCellResult]:
-        return [await measure_media_cell(self.context.target, cell, content_type=self.context.content_type,
-                                         rounds=settings.rounds, progress=self.context.progress)
-                for cell in cells]
+        say = self.context.progress or (lambda _line: None)
+        results = []
+        for cell in cells:
+            say(f"{cell.key}: {settings.rounds} round(s) of {cell.requests} requests with "
+                f"{' + '.join(cell.input.files)}, {cell.warmup_requests} warm-up")
+            results.append(await measure_media_cell(self.context.target, cell, content_type=self.context.content_type,
+                                                    rounds=settings.rounds, progress=self.context.progress))
+        return results
 
     def result(self, settings: MediaLoadSettings, runs: Sequence[MediaCellResult]) -> MediaResult:
         return MediaResult(tuple(runs))

@@ -2,9 +2,10 @@
 
 Settings are the open-loop and SLO options (:class:`OpenLoopSettings`), merged with the
 model profile's ``slo`` from the :class:`LoadContext`; the schedule is one cell per rate;
-a run measures them one after another as ``tests/test_slo.py`` does; the result judges
-each cell against the SLO and gives the SLO table. The search for the highest rate
-(``search.py``) picks its cells as it goes, so it stays with the check that runs it.
+a run measures them one after another, saying each as it starts, with prompt indices that
+go on from run to run; the result judges each cell against the SLO and gives the SLO
+table. The search for the highest rate (``search.py``) picks its cells as it goes: the
+check runs it one cell at a time through the same steps.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from engine_acceptance.load.arrivals import format_rate
 from engine_acceptance.load.open_loop.cells import RateCell, RateCellResult, measure_rate_cell
 from engine_acceptance.load.open_loop.report import table_header, table_rows
 from engine_acceptance.load.open_loop.settings import OpenLoopSettings
@@ -43,6 +45,8 @@ class OpenLoopWorkload:
 
     def __init__(self, context: LoadContext) -> None:
         self.context = context
+        # Prompt indices go on from run to run (the SLO search runs one cell at a time): no prompt repeats.
+        self.next_index = 0
 
     def settings(self, options: Any) -> OpenLoopSettings | None:
         settings: OpenLoopSettings = options.open_loop
@@ -58,12 +62,15 @@ class OpenLoopWorkload:
     async def run(self, settings: OpenLoopSettings, cells: Sequence[RateCell]) -> list[RateCellResult]:
         if self.context.prompts is None:
             raise ValueError("the open loop needs prompts in its LoadContext")
-        results, index = [], 0
+        say = self.context.progress or (lambda _line: None)
+        results = []
         for cell in cells:
+            say(f"{cell.key}: {cell.requests} requests at {format_rate(cell.rate)} req/s, burstiness "
+                f"{format_rate(cell.burstiness)}, load seed {cell.seed}; {cell.warmup_requests} warm-up")
             results.append(await measure_rate_cell(
                 self.context.target, cell, self.context.prompts, ignore_eos=self.context.ignore_eos,
-                first_index=index, progress=self.context.progress, processes=self.context.processes))
-            index += cell.warmup_requests + cell.requests
+                first_index=self.next_index, progress=self.context.progress, processes=self.context.processes))
+            self.next_index += cell.warmup_requests + cell.requests
         return results
 
     def result(self, settings: OpenLoopSettings, runs: Sequence[RateCellResult]) -> OpenLoopResult:
