@@ -67,5 +67,6 @@ class SoakWorkload:
 
     def result(self, settings: SoakSettings, runs: Sequence[SoakRun]) -> SoakResult:
         run = runs[-1]
-        return SoakResult(SoakReport(settings, run.observed_s, run.samples,
-                                     ended_early="stopped" if run.ended_early else None))
+        # The check says which signal ended it; here only the context's stop can have.
+        ended = f"stopped after {run.observed_s / 60:.2f} min" if run.ended_early else None
+        return SoakResult(SoakReport(settings, run.observed_s, run.samples, ended_early=ended))
