@@ -14,7 +14,7 @@ on this host:
 2. The same cells through vLLM's own client, ``vllm bench serve`` (run from the
    vLLM CPU build's virtualenv, ``--vllm-python``), against the same kind of server.
 3. Open loop (``--rates``, default 20,50 req/s; Poisson, seed 0, ``OPEN_SECONDS`` of
-   arrivals): P50 TTFT and TPOT of one open-loop cell (``open_loop.py``, one process,
+   arrivals): P50 TTFT and TPOT of one open-loop cell (``load/open_loop/cells.py``, one process,
    connections opened first as the suite does) beside the engine-true figures, and
    ``vllm bench serve --request-rate R`` on the same schedule's rate and seed.
 4. Events per second: streams of 2 ms per token at rising concurrency; per step
@@ -55,7 +55,7 @@ from engine_acceptance.load.generator import (
     run_round,
 )
 from engine_acceptance.load.metrics import percentile
-from engine_acceptance.load.open_loop import RateCell, connections_to_open, open_connections, run_open_loop
+from engine_acceptance.load.open_loop.cells import RateCell, connections_to_open, open_connections, run_open_loop
 from engine_acceptance.load.process_plan import parse_load_processes
 from engine_acceptance.reference_engine.config import LatencyModel
 from engine_acceptance.reference_engine.launcher import start_reference_engine

@@ -37,7 +37,7 @@ from typing import Any
 
 from engine_acceptance.load.arrivals import LATE_S, format_rate, parse_rates
 from engine_acceptance.load.generator import PromptIds
-from engine_acceptance.load.open_loop import RateCell, measure_rate_cell
+from engine_acceptance.load.open_loop.cells import RateCell, measure_rate_cell
 from engine_acceptance.load.process_plan import parse_load_processes
 from engine_acceptance.reference_engine.config import LatencyModel
 from engine_acceptance.reference_engine.launcher import start_reference_engine

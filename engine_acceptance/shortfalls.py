@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from engine_acceptance.load.media_load import MediaCell, select_media_cells
-from engine_acceptance.load.settings import DEFAULT_ROUNDS, DEFAULT_SHAPES, full_matrix, select_cells
+from engine_acceptance.load.media.cells import MediaCell, select_media_cells
+from engine_acceptance.load.closed_loop.settings import DEFAULT_ROUNDS, DEFAULT_SHAPES, full_matrix, select_cells
 from engine_acceptance.recall.haystack import ANSWER_ROOM_TOKENS, TEMPLATE_ROOM_TOKENS, recall_budget
 
 __all__ = ["DEFAULT_MEDIA_SHAPES", "MILLION_TOKENS", "SIZE_PROPERTY", "Shortfall", "million_note", "media_shortfalls",

@@ -7,8 +7,8 @@ said none of it. These tests pin what each shortfall says and where the verdict 
 
 from __future__ import annotations
 
-from engine_acceptance.load.media_load import select_media_cells
-from engine_acceptance.load.settings import select_cells
+from engine_acceptance.load.media.cells import select_media_cells
+from engine_acceptance.load.closed_loop.settings import select_cells
 from engine_acceptance.capabilities.plan import plan_capabilities
 from engine_acceptance.profiles.profile import load_model_profile
 from engine_acceptance.pytest_plugin.allure_report import shortfall_facts

@@ -18,14 +18,9 @@ from dataclasses import dataclass, replace
 import allure
 import pytest
 
-from engine_acceptance.load.media_load import (
-    CACHE_NOTE,
-    MediaCell,
-    media_table_html,
-    media_table_lines,
-    measure_media_cell,
-    select_media_cells,
-)
+from engine_acceptance.load.media.cells import CACHE_NOTE, MediaCell, media_table_html, select_media_cells
+from engine_acceptance.load.media.workload import MediaWorkload
+from engine_acceptance.load.workload import LoadContext
 from engine_acceptance.report_attachments import attach_json
 from engine_acceptance.assertions import assert_no_problems
 from engine_acceptance.pytest_plugin.public import suite_options_of
@@ -66,24 +61,21 @@ def _content_type(kind: str, engine_profile) -> str:
 
 
 async def test_media_load_is_served_in_full_with_the_right_answers(
-        media_load, acceptance, engine_profile, model_profile, throughput_settings, throughput_write,
-        request) -> None:
-    content_type = _content_type(media_load.kind, engine_profile)
-    results = []
-    for cell in media_load.cells:
-        # Capped by the model profile as every long reply is: a model that never stops runs to the cap.
-        cell = replace(cell, input=replace(cell.input, max_tokens=model_profile.output_budget(cell.input.max_tokens)))
-        throughput_write(f"{cell.key}: {throughput_settings.rounds} round(s) of {cell.requests} requests with "
-                         f"{' + '.join(cell.input.files)}, {cell.warmup_requests} warm-up")
-        results.append(await measure_media_cell(acceptance.target, cell, content_type=content_type,
-                                                rounds=throughput_settings.rounds, progress=throughput_write))
+        media_load, acceptance, engine_profile, model_profile, suite_options, throughput_write, request) -> None:
+    workload = MediaWorkload(LoadContext(acceptance.target, progress=throughput_write,
+                                         content_type=_content_type(media_load.kind, engine_profile)))
+    settings = workload.settings(suite_options)
+    # This input's cells, capped by the model profile as every long reply is: a model that never stops runs to the cap.
+    cells = [replace(cell, input=replace(cell.input, max_tokens=model_profile.output_budget(cell.input.max_tokens)))
+             for cell in media_load.cells]
+    results = await workload.run(settings, cells)
+    measured = workload.result(settings, results)
 
-    request.node.user_properties.append(
-        ("media_throughput", json.dumps({r.cell.key: r.figures() for r in results})))
+    request.node.user_properties.append(("media_throughput", json.dumps(measured.figures())))
     title = f"media throughput {media_load.name}"
     allure.attach(media_table_html(title, results), name=f"{title}: table", attachment_type=allure.attachment_type.HTML)
     attach_json(f"{title}: every round", [r.as_dict() for r in results], acceptance.redactor)
-    for line in media_table_lines(results):
+    for line in measured.table().lines():
         throughput_write(line)
     throughput_write(f"note: {CACHE_NOTE}")
 

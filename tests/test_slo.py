@@ -10,7 +10,7 @@ with the figures, when a cell's attainment is below the target or its goodput be
 the minimum. Sends that fell behind the schedule are counted and reported.
 
 ``--slo-search`` adds the search for the highest rate whose attainment stays at the
-target (:mod:`engine_acceptance.load.slo_search`), reported as a figure. Like the
+target (:mod:`engine_acceptance.load.open_loop.search`), reported as a figure. Like the
 throughput smoke this is a measurement: it runs alone on the engine.
 """
 
@@ -23,11 +23,13 @@ import allure
 import pytest
 
 from engine_acceptance.load.arrivals import LATE_S, format_rate
-from engine_acceptance.load.open_loop import RateCell, RateCellResult, measure_rate_cell
-from engine_acceptance.load.slo import SloOutcome, SloSpec, evaluate_slo
-from engine_acceptance.load.slo_report import slo_chart_png, slo_csv, slo_table_html, slo_table_lines
-from engine_acceptance.load.slo_search import SearchPolicy, Step, search_highest_rate
-from engine_acceptance.load.slo_settings import OpenLoopSettings
+from engine_acceptance.load.open_loop.cells import RateCell, RateCellResult
+from engine_acceptance.load.open_loop.slo import SloOutcome, SloSpec
+from engine_acceptance.load.open_loop.report import slo_chart_png, slo_csv, slo_table_html
+from engine_acceptance.load.open_loop.search import SearchPolicy, Step, search_highest_rate
+from engine_acceptance.load.open_loop.settings import OpenLoopSettings
+from engine_acceptance.load.open_loop.workload import OpenLoopResult, OpenLoopWorkload
+from engine_acceptance.load.workload import LoadContext
 from engine_acceptance.progress import Write, terminal_writer
 from engine_acceptance.report_attachments import attach_json
 from engine_acceptance.assertions import assert_no_problems
@@ -48,10 +50,13 @@ def open_loop_settings(suite_options: AcceptanceOptions) -> OpenLoopSettings:
     return suite_options.open_loop
 
 
+def _slo_source(model_profile: Any) -> str:
+    return f"model profile {model_profile.name!r} ({model_profile.source})"
+
+
 @pytest.fixture
 def slo_spec(open_loop_settings: OpenLoopSettings, model_profile: Any) -> SloSpec:
-    spec = open_loop_settings.spec(model_profile.slo, f"model profile {model_profile.name!r} "
-                                                      f"({model_profile.source})")
+    spec = open_loop_settings.spec(model_profile.slo, _slo_source(model_profile))
     if spec is None:
         pytest.skip(f"no SLO given: pass --slo ttft=MS,tpot=MS,e2e=MS (any subset) or give the model profile an "
                     f"slo section (model profile {model_profile.name!r} has none)")
@@ -59,30 +64,27 @@ def slo_spec(open_loop_settings: OpenLoopSettings, model_profile: Any) -> SloSpe
 
 
 class CellRunner:
-    """Measures open-loop cells one after another, each with prompts of its own."""
+    """Measures open-loop cells one after another through the load interface, each with prompts of its own."""
 
-    def __init__(self, acceptance: Any, prompts: Any, ignore_eos: bool, spec: SloSpec, write: Write,
-                 processes: int | None = None) -> None:
-        self.acceptance, self.prompts, self.ignore_eos, self.spec, self.write = (
-            acceptance, prompts, ignore_eos, spec, write)
+    def __init__(self, acceptance: Any, model_profile: Any, settings: OpenLoopSettings, prompts: Any,
+                 ignore_eos: bool, write: Write, processes: int | None = None) -> None:
         # --load-processes (None: auto); each cell reports how many processes sent it.
-        self.processes = processes
-        self.index = 0
+        self.workload = OpenLoopWorkload(LoadContext(
+            acceptance.target, progress=write, prompts=prompts, ignore_eos=ignore_eos, processes=processes,
+            model_slo=model_profile.slo, model_slo_source=_slo_source(model_profile)))
+        self.settings = settings
         self.results: list[RateCellResult] = []
         self.outcomes: list[SloOutcome] = []
 
+    async def measure_all(self, cells: list[RateCell]) -> list[SloOutcome]:
+        results = await self.workload.run(self.settings, cells)
+        outcomes = list(self.workload.result(self.settings, results).outcomes)
+        self.results += results
+        self.outcomes += outcomes
+        return outcomes
+
     async def measure(self, cell: RateCell) -> SloOutcome:
-        self.write(f"{cell.key}: {cell.requests} requests at {format_rate(cell.rate)} req/s, burstiness "
-                   f"{format_rate(cell.burstiness)}, load seed {cell.seed}; {cell.warmup_requests} warm-up")
-        result = await measure_rate_cell(self.acceptance.target, cell, self.prompts, ignore_eos=self.ignore_eos,
-                                         first_index=self.index, progress=self.write, processes=self.processes)
-        self.index += cell.warmup_requests + cell.requests
-        outcome = evaluate_slo(cell.key, cell.rate, result.records, result.duration_s, self.spec.limits_ms,
-                               late_sends=result.sends.late, max_in_flight=result.sends.max_in_flight,
-                               client_processes=result.processes)
-        self.results.append(result)
-        self.outcomes.append(outcome)
-        return outcome
+        return (await self.measure_all([cell]))[0]
 
 
 def _report(title: str, spec: SloSpec, runner: CellRunner, request: pytest.FixtureRequest, write: Write,
@@ -93,7 +95,7 @@ def _report(title: str, spec: SloSpec, runner: CellRunner, request: pytest.Fixtu
     allure.attach(slo_chart_png(title, spec, runner.outcomes), name=f"{title}: latency against rate",
                   attachment_type=allure.attachment_type.PNG)
     attach_json(f"{title}: every request", [r.as_dict() for r in runner.results], redactor)
-    for line in slo_table_lines(runner.outcomes):
+    for line in OpenLoopResult(spec, tuple(runner.outcomes)).table().lines():
         write(line)
     # For gate.json and the comparison driver: each cell's figures, the SLO and its source.
     request.node.user_properties.append(("slo", json.dumps(
@@ -106,10 +108,9 @@ async def test_open_loop_load_meets_the_slo_attainment_and_goodput(
     cells = open_loop_settings.cells(model_profile.slo)
     prompts = await load_prompts(max(cell.input_tokens for cell in cells))
     slo_write(f"SLO: {slo_spec.describe()}; prompts from {prompts.source}")
-    runner = CellRunner(acceptance, prompts, engine_profile.supports_ignore_eos, slo_spec, slo_write,
-                        load_processes)
-    for cell in cells:
-        await runner.measure(cell)
+    runner = CellRunner(acceptance, model_profile, open_loop_settings, prompts, engine_profile.supports_ignore_eos,
+                        slo_write, load_processes)
+    await runner.measure_all(cells)
     _report("SLO open-loop", slo_spec, runner, request, slo_write, acceptance.redactor, {})
     # Reported, not failed: a late send is the client's (or the machine's) miss, and its request still counts.
     late = [f"{r.cell.key}: {r.sends.late}/{len(r.records)} sends more than {LATE_S * 1000:g} ms behind the "
@@ -129,8 +130,8 @@ async def test_slo_search_reports_the_highest_rate_meeting_the_target(
         pytest.skip("the SLO search is off: pass --slo-search to look for the highest rate meeting the target")
     first = open_loop_settings.cells(model_profile.slo)[0]
     prompts = await load_prompts(first.input_tokens)
-    runner = CellRunner(acceptance, prompts, engine_profile.supports_ignore_eos, slo_spec, slo_write,
-                        load_processes)
+    runner = CellRunner(acceptance, model_profile, open_loop_settings, prompts, engine_profile.supports_ignore_eos,
+                        slo_write, load_processes)
 
     async def run(rate: float) -> Step:
         cell = RateCell(first.input_tokens, first.output_tokens, rate, first.requests, first.burstiness,

@@ -8,7 +8,7 @@ when its engine profile names a Prometheus ``metrics_endpoint`` that answers. An
 failed request fails the soak; a rising error rate is named. A model without the
 image capability gets text only, and the report says why. Ctrl-C (or SIGTERM) ends
 the soak early: the report is written, then the run stops as interrupted.
-The pacing and the report are :mod:`engine_acceptance.load.soak`.
+The pacing and the report are :mod:`engine_acceptance.load.soak.traffic`.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from engine_acceptance.wire.media_parts import image_part, user_turn
 from engine_acceptance.profiles.profile import DATA_ROOT
 from engine_acceptance.progress import Write, terminal_writer
 from engine_acceptance.report_attachments import attach_json
-from engine_acceptance.load.soak import SoakReport, SoakSettings, run_soak
+from engine_acceptance.load.soak.traffic import SoakReport, SoakSettings, run_soak
 from engine_acceptance.resources import read_yaml
 from engine_acceptance.wire.prometheus import parse_prometheus, pick_series
 from engine_acceptance.assertions import assert_no_problems

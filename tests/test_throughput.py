@@ -26,7 +26,7 @@ import pytest
 from engine_acceptance.load.charts import workload_chart_png
 from engine_acceptance.load.generator import Cell, CellResult, PromptSource, measure_cell
 from engine_acceptance.report_attachments import attach_json
-from engine_acceptance.load.validity import (
+from engine_acceptance.load.closed_loop.validity import (
     Recount,
     count_notes,
     error_problems,
@@ -34,10 +34,10 @@ from engine_acceptance.load.validity import (
     input_tokens_summary,
     length_problems,
 )
-from engine_acceptance.load.gate import check_thresholds, compare_with_baseline, nothing_compared
+from engine_acceptance.load.closed_loop.gate import check_thresholds, compare_with_baseline, nothing_compared
 from engine_acceptance.load.prompts import TextPrompts, recount_prompt_tokens
 from engine_acceptance.load.report import table_html, table_lines
-from engine_acceptance.load.settings import select_cells
+from engine_acceptance.load.closed_loop.settings import select_cells
 from engine_acceptance.assertions import assert_no_problems
 from engine_acceptance.provenance import BASELINE_PROPERTY, baseline_entry, describe
 from engine_acceptance.pytest_plugin.public import suite_options_of

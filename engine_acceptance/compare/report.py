@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine_acceptance.load.media_load import CACHE_NOTE
+from engine_acceptance.load.media.cells import CACHE_NOTE
 from engine_acceptance.load.metrics import HIGHER_IS_BETTER
 
 __all__ = [

@@ -422,9 +422,9 @@ class LoadGenerator:
     """One aiohttp session for one cell: a pool of ``concurrency`` connections.
 
     ``path`` is the endpoint under ``/v1``: completions for the fixed-length load,
-    ``/chat/completions`` for the media load (``media_load.py``), same stamping.
+    ``/chat/completions`` for the media load (``media/cells.py``), same stamping.
     ``concurrency`` 0 leaves the pool unlimited (aiohttp's ``limit=0``): an open-loop
-    cell (``open_loop.py``) must never queue a due request behind the pool.
+    cell (``open_loop/cells.py``) must never queue a due request behind the pool.
     """
 
     def __init__(self, target: EngineTarget, concurrency: int, *, clock: Clock = time.monotonic,
@@ -491,7 +491,7 @@ class SpreadGenerator:
     Used like :class:`LoadGenerator` (``round``); each worker keeps its own session and
     pool across the rounds (``concurrency`` split over the workers, 0 for an unlimited
     pool), as one process keeps its one. :meth:`each` runs any worker-side function
-    (``open_loop.py`` sends its schedule with it). No progress lines from inside a
+    (``open_loop/cells.py`` sends its schedule with it). No progress lines from inside a
     spread round: the workers' counts stay in the workers until it ends.
     """
 

@@ -12,7 +12,7 @@ their ``usage.prompt_tokens`` give the corpus's tokens per character and the tok
 engine adds to every text prompt (a BOS). Without usage the estimate falls back to one
 token per word of the corpus, and says so. Either way the true lengths are read from
 each reply's usage afterwards, and the report says they are approximate and by how much
-(:func:`engine_acceptance.load.validity.input_tokens_line`).
+(:func:`engine_acceptance.load.closed_loop.validity.input_tokens_line`).
 """
 
 from __future__ import annotations

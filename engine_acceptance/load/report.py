@@ -13,7 +13,7 @@ from typing import Any
 from engine_acceptance.load.generator import CellResult
 from engine_acceptance.load.metrics import PERCENTILE_METHOD, Spread
 
-__all__ = ["COLUMNS", "results_document", "table_html", "table_lines"]
+__all__ = ["COLUMNS", "results_document", "table_header", "table_html", "table_lines", "table_rows"]
 
 COLUMNS = (
     ("output_tok_s", "out tok/s"),
@@ -45,7 +45,7 @@ def prompt_tokens_cell(result: CellResult) -> str:
     return span if result.input_exact else f"~{span}"
 
 
-def _rows(results: Sequence[CellResult]) -> list[list[str]]:
+def table_rows(results: Sequence[CellResult]) -> list[list[str]]:
     rows = []
     for result in results:
         summary = result.summary
@@ -58,7 +58,7 @@ def _rows(results: Sequence[CellResult]) -> list[list[str]]:
     return rows
 
 
-def _header() -> list[str]:
+def table_header() -> list[str]:
     return ["cell", "req x rounds", "prompt tok", *(label for _, label in COLUMNS), "errors", "client CPU",
             "client procs"]
 
@@ -83,7 +83,7 @@ def html_table(title: str, note: str, header: Sequence[str], rows: Sequence[Sequ
 
 def table_lines(results: Sequence[CellResult]) -> list[str]:
     """A fixed-width table for the terminal: median [min-max] of rounds."""
-    return fixed_width_lines(_header(), _rows(results))
+    return fixed_width_lines(table_header(), table_rows(results))
 
 
 def table_html(title: str, results: Sequence[CellResult], notes: Sequence[str] = ()) -> str:
@@ -96,7 +96,7 @@ def table_html(title: str, results: Sequence[CellResult], notes: Sequence[str] =
             f"{prompt_note} Client CPU: the load generator's busiest round, as a share of one core (of its busiest "
             f"process when spread). Client procs: processes that sent the cell from one schedule and one clock; "
             f"every percentile is over all their requests (--load-processes).")
-    return html_table(title, " ".join([*notes, note]), _header(), _rows(results))
+    return html_table(title, " ".join([*notes, note]), table_header(), table_rows(results))
 
 
 def results_document(results: Sequence[CellResult], *, engine: dict[str, Any], settings: dict[str, Any],

@@ -5,7 +5,7 @@ this project's machine (``benchmarks/README.md``); above that a cell is spread o
 worker processes. This module is the fan-out, and knows nothing of HTTP: each worker
 opens a context once (the load generator's session, ``open_context(arg)``, an async
 context manager) and then, per round, runs ``run(context, job, start_at)`` in its own
-event loop and sends the result back. The callers (``generator.py``, ``open_loop.py``)
+event loop and sends the result back. The callers (``generator.py``, ``open_loop/cells.py``)
 give the functions, the jobs and the merge.
 
 One clock: the parent fixes the round's start on ``time.monotonic()`` a little in the

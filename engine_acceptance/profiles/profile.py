@@ -156,7 +156,7 @@ class ModelProfile:
     # Samples per kind of model-behaviour check (answers, thinking, ...); a kind not given takes
     # trials.DEFAULT_SAMPLES. --trials overrides them all.
     trials: dict[str, int] = field(default_factory=dict)
-    # The SLO check's objective and cell, as written (load/slo_settings.py reads it); empty: none.
+    # The SLO check's objective and cell, as written (load/open_loop/settings.py reads it); empty: none.
     slo: dict[str, Any] = field(default_factory=dict)
     # Capabilities every deployment of this model leaves off on purpose (as --not-served).
     not_served: frozenset[str] = frozenset()

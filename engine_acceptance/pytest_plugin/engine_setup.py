@@ -16,7 +16,7 @@ import sys
 from typing import Any, Callable
 
 from engine_acceptance.errors import EngineUnavailable, UsageError
-from engine_acceptance.load.gate import GateError, parse_threshold
+from engine_acceptance.load.closed_loop.gate import GateError, parse_threshold
 from engine_acceptance.media.library import MEDIA_DIR
 from engine_acceptance.profiles.profile import (
     EngineProfile,

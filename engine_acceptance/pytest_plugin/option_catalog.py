@@ -17,8 +17,11 @@ from __future__ import annotations
 import argparse
 import urllib.parse
 
-from engine_acceptance.load import media_load, process_plan, slo_settings, soak
-from engine_acceptance.load import settings as throughput
+from engine_acceptance.load import process_plan
+from engine_acceptance.load.closed_loop import settings as throughput
+from engine_acceptance.load.media import cells as media_load
+from engine_acceptance.load.open_loop import settings as slo_settings
+from engine_acceptance.load.soak import traffic as soak
 from engine_acceptance.option_spec import OptionSpec, positive_seconds, seconds_or_zero
 from engine_acceptance.recall import options as recall
 from engine_acceptance.tool_accuracy import options as tool_accuracy

@@ -20,12 +20,14 @@ from typing import Any
 import pytest
 
 from engine_acceptance.errors import UsageError
-from engine_acceptance.load import media_load, slo_settings, soak
-from engine_acceptance.load import settings as throughput
-from engine_acceptance.load.media_load import MediaSettings
-from engine_acceptance.load.settings import ThroughputSettings
-from engine_acceptance.load.soak import SoakSettings
-from engine_acceptance.load.slo_settings import OpenLoopSettings
+from engine_acceptance.load.closed_loop import settings as throughput
+from engine_acceptance.load.closed_loop.settings import ThroughputSettings
+from engine_acceptance.load.media import cells as media_load
+from engine_acceptance.load.media.cells import MediaSettings
+from engine_acceptance.load.open_loop import settings as slo_settings
+from engine_acceptance.load.open_loop.settings import OpenLoopSettings
+from engine_acceptance.load.soak import traffic as soak
+from engine_acceptance.load.soak.traffic import SoakSettings
 from engine_acceptance.capabilities.plan import validate_capability_names
 from engine_acceptance.pytest_plugin.option_catalog import OPTIONS, REFERENCE_LIMITS
 from engine_acceptance.tool_accuracy import options as tool_accuracy

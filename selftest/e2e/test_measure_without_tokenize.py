@@ -27,7 +27,7 @@ from engine_acceptance.load.generator import Cell, CellResult, PromptIds
 from engine_acceptance.load.metrics import RequestRecord
 from engine_acceptance.recall.answers import codes_in
 from engine_acceptance.reference_engine.launcher import RunningReferenceEngine, start_reference_engine
-from engine_acceptance.load.validity import Recount, input_tokens_line, length_problems
+from engine_acceptance.load.closed_loop.validity import Recount, input_tokens_line, length_problems
 from engine_acceptance.load.prompts import TextPrompts, word_estimate
 from engine_acceptance.load.report import prompt_tokens_cell
 from engine_acceptance.wire.token_count import TokenEstimate, calibrate

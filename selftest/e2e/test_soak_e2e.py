@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 from suite_runner import REPO, failed, run_suite
 
-from engine_acceptance.load.soak import (
+from engine_acceptance.load.soak.traffic import (
     SoakReport,
     SoakSample,
     SoakSettings,

@@ -18,7 +18,7 @@ import pytest
 
 from engine_acceptance.load.arrivals import LATE_S, arrival_offsets, format_rate, parse_rates, sleep_until
 from engine_acceptance.load.generator import analyse_round
-from engine_acceptance.load.open_loop import RateCell, connections_to_open, run_open_loop
+from engine_acceptance.load.open_loop.cells import RateCell, connections_to_open, run_open_loop
 from test_metrics import DONE, FakeSession, ScriptedClock, completion_chunk, usage_chunk
 
 

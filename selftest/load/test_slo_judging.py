@@ -10,10 +10,10 @@ import math
 import pytest
 
 from engine_acceptance.load.metrics import RequestRecord
-from engine_acceptance.load.settings import SettingsError
-from engine_acceptance.load.slo import SloSpec, evaluate_slo, meets_slo, missed_metrics, parse_slo_limits
-from engine_acceptance.load.slo_report import slo_chart_png, slo_csv, slo_table_lines
-from engine_acceptance.load.slo_settings import OpenLoopSettings, open_loop_settings_from_options
+from engine_acceptance.load.closed_loop.settings import SettingsError
+from engine_acceptance.load.open_loop.slo import SloSpec, evaluate_slo, meets_slo, missed_metrics, parse_slo_limits
+from engine_acceptance.load.open_loop.report import slo_chart_png, slo_csv, slo_table_lines
+from engine_acceptance.load.open_loop.settings import OpenLoopSettings, open_loop_settings_from_options
 from engine_acceptance.profiles.profile import load_model_profile
 
 

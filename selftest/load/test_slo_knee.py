@@ -34,9 +34,9 @@ from collections.abc import Iterator
 import pytest
 
 from engine_acceptance.load.generator import PromptIds
-from engine_acceptance.load.open_loop import RateCell, measure_rate_cell
-from engine_acceptance.load.slo import evaluate_slo
-from engine_acceptance.load.slo_search import SearchPolicy, SearchResult, Step, search_highest_rate
+from engine_acceptance.load.open_loop.cells import RateCell, measure_rate_cell
+from engine_acceptance.load.open_loop.slo import evaluate_slo
+from engine_acceptance.load.open_loop.search import SearchPolicy, SearchResult, Step, search_highest_rate
 from engine_acceptance.reference_engine.config import LatencyModel
 from engine_acceptance.reference_engine.launcher import (RunningReferenceEngine, start_reference_engine,
                                                          started_as_the_command)

@@ -10,7 +10,7 @@ import asyncio
 
 import pytest
 
-from engine_acceptance.load.slo_search import SearchPolicy, Step, search_highest_rate
+from engine_acceptance.load.open_loop.search import SearchPolicy, Step, search_highest_rate
 
 
 def knee_engine(knee: float, *, above: float = 0.8, late_above: bool = False):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from engine_acceptance.load.metrics import RoundSummary, summarize_cell
-from engine_acceptance.load.gate import (
+from engine_acceptance.load.closed_loop.gate import (
     Baseline,
     GateError,
     check_thresholds,
@@ -17,7 +17,7 @@ from engine_acceptance.load.gate import (
     parse_threshold,
     parse_tolerance,
 )
-from engine_acceptance.load.settings import SettingsError, full_matrix, select_cells, settings_from_options
+from engine_acceptance.load.closed_loop.settings import SettingsError, full_matrix, select_cells, settings_from_options
 from engine_acceptance.provenance import AGAINST_ITSELF, UNKNOWN, comparison, provenance_of
 from engine_acceptance.wire.readiness import EngineInfo
 
@@ -151,7 +151,7 @@ def test_each_kind_of_failed_request_is_a_problem_of_its_own() -> None:
     from types import SimpleNamespace
 
     from engine_acceptance.load.metrics import RequestRecord
-    from engine_acceptance.load.validity import error_problems
+    from engine_acceptance.load.closed_loop.validity import error_problems
 
     records = [RequestRecord(0.0, "http_500", "HTTP 500: {}"), RequestRecord(0.1, "http_500", "HTTP 500: {}"),
                RequestRecord(0.2, "timeout", "no byte for 60 s"),

@@ -29,7 +29,7 @@ from engine_acceptance.load.generator import (
     run_round,
 )
 from engine_acceptance.load.metrics import percentile
-from engine_acceptance.load.open_loop import (
+from engine_acceptance.load.open_loop.cells import (
     OpenLoopRound,
     RateCell,
     in_flight_at_sends,

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from engine_acceptance.load.arrivals import DEFAULT_LOAD_SEED, parse_rates
-from engine_acceptance.load.open_loop import RateCell
-from engine_acceptance.load.settings import SettingsError
-from engine_acceptance.load.slo import DEFAULT_TARGET, SLO_METRICS, SloSpec, parse_slo_limits
+from engine_acceptance.load.closed_loop.settings import SettingsError
+from engine_acceptance.load.open_loop.cells import RateCell
+from engine_acceptance.load.open_loop.slo import DEFAULT_TARGET, SLO_METRICS, SloSpec, parse_slo_limits
 from engine_acceptance.option_spec import OptionSpec
 
 T = TypeVar("T")

@@ -18,15 +18,15 @@ from engine_acceptance.load.arrivals import LATE_S, format_rate
 from engine_acceptance.load.charts import png_of, pyplot
 from engine_acceptance.load.metrics import PERCENTILE_METHOD
 from engine_acceptance.load.report import fixed_width_lines, html_table
-from engine_acceptance.load.slo import SLO_METRICS, SLO_PERCENTILES, SloOutcome, SloSpec
+from engine_acceptance.load.open_loop.slo import SLO_METRICS, SLO_PERCENTILES, SloOutcome, SloSpec
 
-__all__ = ["slo_chart_png", "slo_csv", "slo_table_html", "slo_table_lines"]
+__all__ = ["slo_chart_png", "slo_csv", "slo_table_html", "slo_table_lines", "table_header", "table_rows"]
 
 _LATENCY_COLUMNS = tuple((f"p{p}_{metric}_ms", f"P{p} {metric.upper()} ms")
                          for metric in SLO_METRICS for p in SLO_PERCENTILES)
 
 
-def _header() -> list[str]:
+def table_header() -> list[str]:
     return ["cell", "rate req/s", "sent", "meeting", "attainment", "95% Wilson", "goodput req/s", "duration s",
             *(label for _, label in _LATENCY_COLUMNS), f"late sends (>{LATE_S * 1000:g} ms)", "max in flight",
             "client processes"]
@@ -36,7 +36,7 @@ def _number(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g}"
 
 
-def _rows(outcomes: Sequence[SloOutcome]) -> list[list[str]]:
+def table_rows(outcomes: Sequence[SloOutcome]) -> list[list[str]]:
     rows = []
     for outcome in outcomes:
         share = outcome.attainment
@@ -50,7 +50,7 @@ def _rows(outcomes: Sequence[SloOutcome]) -> list[list[str]]:
 
 
 def slo_table_lines(outcomes: Sequence[SloOutcome]) -> list[str]:
-    return fixed_width_lines(_header(), _rows(outcomes))
+    return fixed_width_lines(table_header(), table_rows(outcomes))
 
 
 def slo_table_html(title: str, spec: SloSpec, outcomes: Sequence[SloOutcome]) -> str:
@@ -59,7 +59,7 @@ def slo_table_html(title: str, spec: SloSpec, outcomes: Sequence[SloOutcome]) ->
             f"Percentiles over the successful requests by {PERCENTILE_METHOD}. A send more than "
             f"{LATE_S * 1000:g} ms behind its due time is late: counted, never shifted. Client processes: how many "
             f"processes sent the cell, from one schedule and one clock (--load-processes).")
-    return html_table(title, note, _header(), _rows(outcomes))
+    return html_table(title, note, table_header(), table_rows(outcomes))
 
 
 def slo_csv(outcomes: Sequence[SloOutcome]) -> str:

@@ -24,7 +24,7 @@ from engine_acceptance.profiles.profile import DATA_ROOT
 from engine_acceptance.errors import UsageError
 from engine_acceptance.option_spec import OptionSpec
 from engine_acceptance.resources import read_yaml
-from engine_acceptance.load.gate import (
+from engine_acceptance.load.closed_loop.gate import (
     DEFAULT_TOLERANCES,
     Baseline,
     GateError,

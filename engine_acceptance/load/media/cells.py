@@ -57,6 +57,8 @@ __all__ = [
     "media_table_html",
     "media_table_lines",
     "select_media_cells",
+    "table_header",
+    "table_rows",
     "wrong_answer",
 ]
 
@@ -279,7 +281,7 @@ async def measure_media_cell(target: EngineTarget, cell: MediaCell, *, content_t
                            generator.stamping)
 
 
-def _rows(results: Sequence[MediaCellResult]) -> list[list[str]]:
+def table_rows(results: Sequence[MediaCellResult]) -> list[list[str]]:
     rows = []
     for result in results:
         summary = result.summary
@@ -291,18 +293,18 @@ def _rows(results: Sequence[MediaCellResult]) -> list[list[str]]:
     return rows
 
 
-def _header() -> list[str]:
+def table_header() -> list[str]:
     return ["input", "concurrency", "req x rounds", *(label for _, label in FIGURES), "errors", "wrong answers"]
 
 
 def media_table_lines(results: Sequence[MediaCellResult]) -> list[str]:
     """A fixed-width table: median of rounds [min-max]."""
-    return fixed_width_lines(_header(), _rows(results))
+    return fixed_width_lines(table_header(), table_rows(results))
 
 
 def media_table_html(title: str, results: Sequence[MediaCellResult]) -> str:
     return html_table(title, f"Each cell: median of rounds [min-max across rounds]. {CACHE_NOTE}",
-                      _header(), _rows(results))
+                      table_header(), table_rows(results))
 
 
 OPTIONS = (

@@ -1,0 +1,1 @@
+"""The media workload: chat requests carrying images or a video at a fixed concurrency."""

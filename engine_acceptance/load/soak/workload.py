@@ -1,0 +1,72 @@
+"""The soak behind the load interface.
+
+Settings are ``--soak-*`` (:class:`SoakSettings`; None without ``--soak-minutes``); the
+schedule is the soak itself, one cell; a run sends its traffic through the context's
+``send``; the result is the :class:`SoakReport`'s totals and its windows as a table. The
+check in ``tests/test_soak.py`` also reads the engine's metrics before and after and ends
+the soak on a signal, so it calls :func:`run_soak` itself.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from engine_acceptance.load.soak.traffic import SoakReport, SoakSample, SoakSettings, run_soak
+from engine_acceptance.load.workload import LoadContext, Table
+
+
+@dataclass(frozen=True)
+class SoakRun:
+    samples: list[SoakSample]
+    observed_s: float
+    ended_early: bool
+
+
+@dataclass(frozen=True)
+class SoakResult:
+    report: SoakReport
+
+    def figures(self) -> dict[str, Any]:
+        """The totals and the windows (the junit ``soak`` property)."""
+        return self.report.summary()
+
+    def table(self) -> Table:
+        def ms(value: float | None) -> str:
+            return "-" if value is None else f"{value:.1f}"
+
+        return Table.of(["window s", "requests", "failed", "errors", "median E2E ms", "P95 E2E ms"],
+                        [[f"{w.start_s:.0f}-{w.end_s:.0f}", str(w.requests), str(w.failures), f"{w.error_rate:.0%}",
+                          ms(w.p50_e2e_ms), ms(w.p95_e2e_ms)] for w in self.report.windows])
+
+
+class SoakWorkload:
+    """Low-rate mixed text and image traffic for minutes, open loop."""
+
+    name = "soak"
+
+    def __init__(self, context: LoadContext) -> None:
+        self.context = context
+
+    def settings(self, options: Any) -> SoakSettings | None:
+        return options.soak
+
+    def schedule(self, settings: SoakSettings) -> Sequence[SoakSettings]:
+        return (settings,)
+
+    async def run(self, settings: SoakSettings, cells: Sequence[SoakSettings]) -> list[SoakRun]:
+        if self.context.send is None:
+            raise ValueError("the soak needs a send function in its LoadContext")
+        runs = []
+        for cell in cells:
+            samples, observed, early = await run_soak(cell, self.context.send, stop=self.context.stop,
+                                                      progress=self.context.progress)
+            runs.append(SoakRun(samples, observed, early))
+        return runs
+
+    def result(self, settings: SoakSettings, runs: Sequence[SoakRun]) -> SoakResult:
+        run = runs[-1]
+        # The check says which signal ended it; here only the context's stop can have.
+        ended = f"stopped after {run.observed_s / 60:.2f} min" if run.ended_early else None
+        return SoakResult(SoakReport(settings, run.observed_s, run.samples, ended_early=ended))

@@ -1,0 +1,108 @@
+"""One interface every load workload implements: settings -> schedule -> run -> result.
+
+As vLLM's ``benchmarks/datasets`` puts every dataset behind one ``sample()``, each workload
+here (closed_loop/, open_loop/, media/, soak/) is reached through the same four steps,
+whatever it measures and however differently its cells are paced:
+
+- ``settings(options)``: its settings out of the suite's options (parsed once, by
+  ``pytest_plugin/options.py``), or None when the run leaves the workload off;
+- ``schedule(settings)``: the cells it measures, in order;
+- ``run(settings, cells)``: measure them against the engine, one result per cell;
+- ``result(settings, runs)``: a :class:`WorkloadResult`, the figures and the table of
+  the cells measured, the same shape for every workload.
+
+A workload is built on a :class:`LoadContext` (the engine and how to reach it), so the
+steps take only what differs between workloads. The adapters (each subpackage's
+``workload.py``) are thin on purpose: they call the workload's own functions, which
+a check still calls directly where it needs more than the four steps (the throughput
+smoke recounts prompts between cells; the soak reads the engine's metrics around its
+traffic and ends early on a signal).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar, runtime_checkable
+
+from engine_acceptance.load.generator import PromptSource
+from engine_acceptance.load.report import fixed_width_lines
+from engine_acceptance.wire.types import EngineTarget
+
+SettingsT = TypeVar("SettingsT")
+CellT = TypeVar("CellT")
+RunT = TypeVar("RunT")
+
+# One request of the soak: (index, "text" or "image") -> (E2E seconds or None, error or None).
+SoakSend = Callable[[int, str], Any]
+
+
+@dataclass(frozen=True)
+class LoadContext:
+    """What running a workload needs besides its settings: the engine, and how to talk to it.
+
+    Each workload reads the fields it uses: the token workloads (closed and open loop) the
+    prompts, ``ignore_eos`` and the client processes; the media load how video is sent;
+    the soak the function that sends one of its requests, and what ends it early.
+    """
+
+    target: EngineTarget
+    progress: Callable[[str], None] | None = None
+    prompts: PromptSource | None = None
+    ignore_eos: bool = False
+    processes: int | None = None
+    # The model profile's ``slo`` section: the open loop's objective and cell when no option gives them.
+    model_slo: Mapping[str, Any] = field(default_factory=dict)
+    model_slo_source: str = "model profile"
+    content_type: str = "image_url"
+    send: SoakSend | None = None
+    stop: asyncio.Event | None = None
+
+
+@dataclass(frozen=True)
+class Table:
+    """A workload's table: a header and one row of text per cell (or per window, for the soak)."""
+
+    header: tuple[str, ...]
+    rows: tuple[tuple[str, ...], ...]
+
+    @classmethod
+    def of(cls, header: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
+        return cls(tuple(header), tuple(tuple(row) for row in rows))
+
+    def lines(self) -> list[str]:
+        """Fixed-width text for the terminal, as every load table is printed."""
+        return fixed_width_lines(self.header, self.rows)
+
+
+@runtime_checkable
+class WorkloadResult(Protocol):
+    """What a workload measured, in one shape: figures for JSON and comparisons, rows for a table."""
+
+    def figures(self) -> dict[str, Any]:
+        """JSON-ready figures keyed by cell (the soak: its totals)."""
+        ...
+
+    def table(self) -> Table:
+        ...
+
+
+@runtime_checkable
+class Workload(Protocol[SettingsT, CellT, RunT]):
+    """A load workload: its settings, its cells, measuring them, and the result."""
+
+    name: str
+
+    def settings(self, options: Any) -> SettingsT | None:
+        """This workload's settings from the suite's parsed options; None: off for this run."""
+        ...
+
+    def schedule(self, settings: SettingsT) -> Sequence[CellT]:
+        ...
+
+    async def run(self, settings: SettingsT, cells: Sequence[CellT]) -> list[RunT]:
+        ...
+
+    def result(self, settings: SettingsT, runs: Sequence[RunT]) -> WorkloadResult:
+        ...
