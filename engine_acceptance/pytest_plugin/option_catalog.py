@@ -1,9 +1,10 @@
 """Every option of the plugin, in the order ``pytest --help`` and docs/options.md show them.
 
 The features declare their own options (:mod:`engine_acceptance.option_spec`): throughput in
-``load/settings.py``, media load in ``load/media_load.py``, the soak in ``load/soak.py``, the
-SLO check in ``load/slo_settings.py``, client processes in ``load/process_plan.py``, recall in
-``recall/options.py``, tool accuracy in ``tool_accuracy/options.py``, trials in ``trials.py``.
+``load/closed_loop/settings.py``, media load in ``load/media/cells.py``, the soak in
+``load/soak/traffic.py``, the SLO check in ``load/open_loop/settings.py``, client processes in
+``load/process_plan.py``, recall in ``recall/options.py``, tool accuracy in
+``tool_accuracy/options.py``, trials in ``trials.py``.
 The run's own options are declared here: which engine and model, the capabilities asked
 for, the timeouts, the records and the verdict file, and the built-in reference engine (whose
 package imports nothing of the suite, so its options cannot live there).
