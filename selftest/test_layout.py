@@ -66,7 +66,8 @@ REFERENCE_ENGINE_LAUNCHERS: Mapping[str, str] = {
 # is data every layer from wire up reads, the rest of capabilities/ plans with profiles and
 # media. docs/architecture.md's "Layers" section shows the same table (checked below).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("L0", ("__init__.py", "errors.py", "resources.py", "failure_categories.py", "proportions.py", "option_spec.py")),
+    ("L0", ("__init__.py", "errors.py", "resources.py", "failure_categories.py", "proportions.py", "option_spec.py",
+            "reporting/")),
     ("L1", ("capabilities/registry.py",)),
     ("L2", ("wire/",)),
     ("L3", ("profiles/", "media/")),
