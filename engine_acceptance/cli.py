@@ -2,8 +2,10 @@
 
     engine-acceptance --engine-url=http://host:30000 --api-key=... -n auto
     engine-acceptance                       # the built-in reference engine
+    engine-acceptance diff BASE NEW         # what changed between two runs' bundles (docs/diff.md)
 
-Every argument goes to pytest. The command is pytest with the suite's checks as the paths
+``diff`` as the first argument runs the diff of two stored runs
+(:mod:`engine_acceptance.diff`) and nothing else. Otherwise every argument goes to pytest. The command is pytest with the suite's checks as the paths
 to collect, the suite's folder as rootdir (so reports name checks ``tests/test_text.py::...``
 as in the checkout), the same report defaults as the checkout's
 ``pytest.ini``, and no ini file or cache of the current folder's project. ``pytest`` is
@@ -36,6 +38,12 @@ def suite_command(args: Sequence[str], *, report_defaults: bool = True) -> list[
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    command = suite_command(sys.argv[1:] if argv is None else argv)
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["diff"]:
+        # Imported here: a suite run (every other command) never loads the diff and its numpy.
+        from engine_acceptance.diff.command import main as diff_main
+
+        return diff_main(arguments[1:])
+    command = suite_command(arguments)
     os.execv(command[0], command)
     return 0  # not reached: execv replaces this process

@@ -75,7 +75,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("L5", ("session.py", "assertions.py", "progress.py", "provenance.py", "trials.py", "shortfalls.py",
             "allure_history.py", "report_attachments.py", "sigterm.py", "load/", "recall/", "sandbox/", "tool_accuracy/")),
     ("L6", ("pytest_plugin/", "tests/", "fixtures/")),
-    ("L7", ("compare/", "cli.py")),
+    ("L7", ("compare/", "diff/", "cli.py")),
 )
 # In no layer: imports nothing of the suite and is imported only by its launchers (rules above).
 APART = ("reference_engine/",)
