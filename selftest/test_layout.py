@@ -73,7 +73,8 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("L3", ("profiles/", "media/")),
     ("L4", ("capabilities/",)),
     ("L5", ("session.py", "assertions.py", "progress.py", "provenance.py", "trials.py", "shortfalls.py",
-            "allure_history.py", "report_attachments.py", "sigterm.py", "load/", "recall/", "sandbox/", "tool_accuracy/")),
+            "allure_history.py", "report_attachments.py", "sigterm.py", "run_bundle.py", "load/", "recall/", "sandbox/",
+            "tool_accuracy/")),
     ("L6", ("pytest_plugin/", "tests/", "fixtures/")),
     ("L7", ("compare/", "diff/", "cli.py")),
 )

@@ -23,6 +23,7 @@ from engine_acceptance.load.media.workload import MediaWorkload
 from engine_acceptance.load.workload import LoadContext
 from engine_acceptance.report_attachments import attach_json
 from engine_acceptance.assertions import assert_no_problems
+from engine_acceptance.run_bundle import cells_property
 from engine_acceptance.pytest_plugin.public import suite_options_of
 
 # Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
@@ -72,6 +73,9 @@ async def test_media_load_is_served_in_full_with_the_right_answers(
     measured = workload.result(settings, results)
 
     request.node.user_properties.append(("media_throughput", json.dumps(measured.figures())))
+    # Every request's latencies, for a later diff of two runs (engine-acceptance diff, docs/diff.md).
+    request.node.user_properties.append(cells_property([r.bundle_entry(workload.context.content_type)
+                                                        for r in results]))
     title = f"media throughput {media_load.name}"
     allure.attach(media_table_html(title, results), name=f"{title}: table", attachment_type=allure.attachment_type.HTML)
     attach_json(f"{title}: every round", [r.as_dict() for r in results], acceptance.redactor)

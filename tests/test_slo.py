@@ -33,6 +33,7 @@ from engine_acceptance.load.workload import LoadContext
 from engine_acceptance.progress import Write, terminal_writer
 from engine_acceptance.report_attachments import attach_json
 from engine_acceptance.assertions import assert_no_problems
+from engine_acceptance.run_bundle import cells_property, rate_property
 from engine_acceptance.pytest_plugin.public import AcceptanceOptions
 
 # Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
@@ -100,6 +101,13 @@ def _report(title: str, spec: SloSpec, runner: CellRunner, request: pytest.Fixtu
     # For gate.json and the comparison driver: each cell's figures, the SLO and its source.
     request.node.user_properties.append(("slo", json.dumps(
         {"spec": spec.as_dict(), **figures, "cells": {o.key: o.as_dict() for o in runner.outcomes}})))
+    # Every request's latencies and each cell's attainment as k of n, for a later diff of two runs (docs/diff.md).
+    request.node.user_properties.append(cells_property([
+        result.bundle_entry(runner.workload.context.ignore_eos, figures={"goodput_rps": outcome.goodput_rps})
+        for result, outcome in zip(runner.results, runner.outcomes)]))
+    for outcome in runner.outcomes:
+        request.node.user_properties.append(rate_property(f"slo_attainment[{outcome.key}]",
+                                                          outcome.attainment.successes, outcome.attainment.total))
 
 
 async def test_open_loop_load_meets_the_slo_attainment_and_goodput(

@@ -29,6 +29,7 @@ import pytest
 from engine_acceptance.assertions import integers_in, markers_found, reply_of, short
 from engine_acceptance.profiles.profile import ModelProfile
 from engine_acceptance.profiles.request_options import with_reasoning_effort, with_thinking_mode
+from engine_acceptance.run_bundle import rate_property
 from engine_acceptance.trials import TrialResult, current_sample
 
 # Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
@@ -164,6 +165,7 @@ def _attach_240_table(request: pytest.FixtureRequest, mode: str, rows: dict[int,
     # For junit and the engine comparison (compare.py): the count and every request's E2E.
     request.node.user_properties += [("thinking_correct", f"{passed}/{total}"),
                                      ("thinking_e2e_s", json.dumps([r["e2e_s"] for r in ordered]))]
+    request.node.user_properties.append(rate_property("thinking_correct", passed, total))
 
 
 def _effort_body(prompts: dict[str, Any], model_profile: ModelProfile, engine_profile, effort: str) -> dict[str, Any]:

@@ -40,6 +40,7 @@ from engine_acceptance.load.report import table_html, table_lines
 from engine_acceptance.load.closed_loop.settings import select_cells
 from engine_acceptance.assertions import assert_no_problems
 from engine_acceptance.provenance import BASELINE_PROPERTY, baseline_entry, describe
+from engine_acceptance.run_bundle import cells_property
 from engine_acceptance.pytest_plugin.public import suite_options_of
 
 # Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
@@ -94,8 +95,9 @@ async def test_fixed_length_load_is_served_in_full_and_passes_the_gate(
     prompts = await load_prompts(max(cell.input_tokens for cell in workload.cells))
     # Without ignore_eos the engine decides the output length: measured, but not checked.
     output_forced = engine_profile.supports_ignore_eos
-    results, recounts, index = [], {}, 0
+    results, recounts, index, first_indices = [], {}, 0, {}
     for cell in workload.cells:
+        first_indices[cell.key] = index
         throughput_write(f"{cell.key}: {throughput_settings.rounds} round(s) of {cell.requests} requests, "
                          f"{cell.warmup_requests} warm-up; prompts from {prompts.source}")
         if isinstance(prompts, TextPrompts):
@@ -121,6 +123,9 @@ async def test_fixed_length_load_is_served_in_full_and_passes_the_gate(
     # The figures of each cell (median [min-max] of rounds) for gate.json and the comparison driver.
     request.node.user_properties.append(("throughput", json.dumps(
         {r.cell.key: {name: spread.as_dict() for name, spread in r.summary.metrics.items()} for r in results})))
+    # Every request's latencies, for a later diff of two runs (engine-acceptance diff, docs/diff.md).
+    request.node.user_properties.append(cells_property([
+        r.bundle_entry(prompts, ignore_eos=output_forced, first_index=first_indices[r.cell.key]) for r in results]))
     notes = [note for r in results for note in count_notes(
         r, output_forced=output_forced,
         ignore_eos_reason=f"engine profile {engine_profile.name!r} does not declare ignore_eos",

@@ -259,7 +259,8 @@ def phase_command(spec: EngineSpec, url: str, phase: str, folder: Path, *, selec
     expression = (select if phase_expression is None else phase_expression if select is None
                   else f"({phase_expression}) and ({select})")
     command = suite_command([f"--engine-url={url}", *(["-m", expression] if expression else []), "-ra",
-                             f"--gate-json={folder / 'gate.json'}", f"--junitxml={folder / 'junit.xml'}",
+                             f"--gate-json={folder / 'gate.json'}", f"--run-bundle={folder / 'run-bundle'}",
+                             f"--junitxml={folder / 'junit.xml'}",
                              f"--alluredir={folder / 'allure-results'}", f"--throughput-seed={seed}"],
                             report_defaults=False)
     if phase in ("throughput", "acceptance"):

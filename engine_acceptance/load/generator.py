@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import gc
+import hashlib
 import json
 import random
 import time
@@ -54,6 +55,7 @@ from engine_acceptance.load.metrics import (
     RequestRecord,
     RoundSummary,
     record_request,
+    samples_ms,
     summarize_cell,
     summarize_round,
 )
@@ -62,6 +64,7 @@ from engine_acceptance.load.workers import WorkerPool, split_concurrency, split_
 from engine_acceptance.wire.reassembly import reassemble_stream
 from engine_acceptance.wire.sse import SSEEvent, SSEParser
 from engine_acceptance.errors import EngineAcceptanceError
+from engine_acceptance.run_bundle import cell_entry
 
 __all__ = [
     "Cell",
@@ -546,6 +549,25 @@ class CellResult:
     @property
     def processes(self) -> int:
         return self.plan.processes if self.plan is not None else 1
+
+    def bundle_entry(self, prompts: PromptSource, *, ignore_eos: bool, first_index: int) -> dict[str, Any]:
+        """The cell for the run bundle: its shape, every measured request's latencies, each round's throughput.
+
+        Two runs' cells compare only when their requests were the same: the shape, the prompt
+        kind and seed, and the first measured prompt itself (another tokenizer cuts other ids).
+        """
+        shape = {"input_tokens": self.cell.input_tokens, "output_tokens": self.cell.output_tokens,
+                 "concurrency": self.cell.concurrency, "requests_per_round": self.cell.requests,
+                 "warmup_requests": self.cell.warmup_requests, "rounds": len(self.records),
+                 "ignore_eos": ignore_eos}
+        first = prompts.prompt(self.cell.input_tokens, first_index + self.cell.warmup_requests)
+        return cell_entry(
+            "throughput", self.cell.key, shape,
+            samples=samples_ms(record for records in self.records for record in records),
+            rounds={name: list(self.summary.metrics[name].rounds) for name in ("output_tok_s", "request_per_s")
+                    if name in self.summary.metrics},
+            request_set_parts=("token ids" if prompts.exact else "text", prompts.seed,
+                               hashlib.sha256(json.dumps(first).encode()).hexdigest()[:16]))
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -105,6 +105,21 @@ def _ms(seconds: float | None) -> float | None:
     return None if seconds is None else seconds * 1000.0
 
 
+# The per-request latencies a run bundle keeps of a cell (run_bundle.cell_entry), in ms. Not the
+# inter-token gaps: one per output token, they would make the bundle a hundred times larger.
+SAMPLED_LATENCIES = ("ttft_ms", "tpot_ms", "e2e_ms")
+
+
+def samples_ms(records: Iterable[RequestRecord]) -> dict[str, list[float]]:
+    """Each successful request's TTFT, TPOT and E2E, in ms."""
+    done = [record for record in records if record.ok]
+    return {
+        "ttft_ms": [record.ttft_s * 1000.0 for record in done if record.ttft_s is not None],
+        "tpot_ms": [record.tpot_s * 1000.0 for record in done if record.tpot_s is not None],
+        "e2e_ms": [record.e2e_s * 1000.0 for record in done if record.e2e_s is not None],
+    }
+
+
 def record_request(
     reply: Reply | None,
     *,

@@ -160,6 +160,8 @@ class ModelProfile:
     slo: dict[str, Any] = field(default_factory=dict)
     # Capabilities every deployment of this model leaves off on purpose (as --not-served).
     not_served: frozenset[str] = frozenset()
+    # engine-acceptance diff's tolerances for this model's runs, as fractions by metric family ("default": all).
+    diff_tolerances: dict[str, float] = field(default_factory=dict)
 
     def has(self, capability: str) -> bool:
         return capability in self.capabilities
@@ -292,6 +294,7 @@ def load_model_profile(name_or_path: str) -> ModelProfile:
         trials=dict(data.get("trials") or {}),
         slo=dict(data.get("slo") or {}),
         not_served=frozenset(data.get("not_served") or ()),
+        diff_tolerances={name: percent / 100.0 for name, percent in (data.get("diff_tolerances") or {}).items()},
     )
 
 

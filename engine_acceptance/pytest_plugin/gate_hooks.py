@@ -5,10 +5,12 @@ written to ``gate.json`` and the terminal, and the exit code follows it.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from engine_acceptance.pytest_plugin.bundle_writer import bundle_document, write_bundle
 from engine_acceptance.pytest_plugin.verdict import GateCollector
 from engine_acceptance.session import AcceptanceSession
 
@@ -18,9 +20,11 @@ __all__ = ["GateHooks"]
 class GateHooks:
     """Registered on the controller only."""
 
-    def __init__(self, gate: GateCollector, gate_json: str) -> None:
+    def __init__(self, gate: GateCollector, gate_json: str, run_bundle: str) -> None:
         self.gate = gate
         self.gate_json = gate_json
+        self.run_bundle = run_bundle
+        self.bundle_written: Path | None = None
         self.session: AcceptanceSession | None = None
 
     @pytest.hookimpl
@@ -42,6 +46,9 @@ class GateHooks:
             self.gate.interrupted = "interrupted"
         self.gate.write(self.gate_json, {"engine": state.environment(), "discovery": (
             state.discovery.to_dict() if state.discovery is not None else None)})
+        # What the next release is compared with (engine-acceptance diff, docs/diff.md).
+        self.bundle_written = write_bundle(self.run_bundle, bundle_document(
+            self.gate, state, list(session.config.invocation_params.args)))
         # The exit code follows the gate: a required capability untested or a run that tested
         # nothing fails although pytest itself saw no failed test.
         if not self.gate.passed and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
@@ -55,3 +62,7 @@ class GateHooks:
         for line in self.gate.table_lines():
             terminalreporter.write_line(line, red=line.startswith("GATE: FAIL"), green=line.startswith("GATE: PASS"))
         terminalreporter.write_line(f"verdict written to {self.gate_json}")
+        if self.bundle_written is not None:
+            size = self.bundle_written.stat().st_size
+            terminalreporter.write_line(f"run bundle written to {self.bundle_written} ({size / 1024:,.0f} KiB): "
+                                        "engine-acceptance diff BASE NEW compares two runs (docs/diff.md)")

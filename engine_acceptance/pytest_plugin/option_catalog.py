@@ -129,6 +129,9 @@ VERDICT_OPTIONS = (
                help="A known-defect record whose check now passes: fail the gate (default) or warn"),
     OptionSpec("--gate-json", default="gate.json", metavar="PATH", driver_sets=True,
                help="Where to write the machine-readable gate verdict (default: gate.json)"),
+    OptionSpec("--run-bundle", default="run-bundle", metavar="DIR", driver_sets=True,
+               help="Where to write this run's bundle, DIR/run.json: the verdict, every check and figure, every "
+                    "load cell's per-request samples, for engine-acceptance diff BASE NEW (default: run-bundle)"),
 )
 
 # The built-in reference engine, started when no --engine-url is given.

@@ -90,6 +90,8 @@ class AcceptanceOptions:
     expectation_files: tuple[Path, ...] | None
     stale_records_fail: bool
     gate_json: str
+    # --run-bundle: the folder of this run's run.json (pytest_plugin/bundle_writer.py).
+    run_bundle: str
     reference: ReferenceOptions
     recall_tokens: int | None
     # Field-extraction prompts in flight at once (--recall-concurrency); 1: one after another.
@@ -165,6 +167,7 @@ class AcceptanceOptions:
             expectation_files=tuple(Path(p) for p in opt.expectations) if opt.expectations else None,
             stale_records_fail=opt.stale_records == "fail",
             gate_json=opt.gate_json,
+            run_bundle=opt.run_bundle,
             reference=reference,
             recall_tokens=opt.recall_tokens,
             recall_concurrency=opt.recall_concurrency,

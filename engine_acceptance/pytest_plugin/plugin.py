@@ -108,7 +108,7 @@ def _configure(config: pytest.Config) -> None:
         return
     gate = GateCollector(stale_records_fail=options.stale_records_fail, allow_untested=options.allow_untested)
     config.stash[gate_key] = gate
-    gate_hooks = GateHooks(gate, options.gate_json)
+    gate_hooks = GateHooks(gate, options.gate_json, options.run_bundle)
     config.pluginmanager.register(gate_hooks, "engine-acceptance-gate")
     if config.pluginmanager.hasplugin("xdist"):
         config.pluginmanager.register(XdistHooks(), "engine-acceptance-xdist")

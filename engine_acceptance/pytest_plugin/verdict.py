@@ -28,6 +28,7 @@ from engine_acceptance.capabilities.plan import CapabilityPlan, CapabilityRow, c
 from engine_acceptance.capabilities.registry import GROUP_MARKERS
 from engine_acceptance.shortfalls import Shortfall
 from engine_acceptance.provenance import BASELINE_PROPERTY, describe
+from engine_acceptance.run_bundle import CELLS_PROPERTY, RATE_PROPERTY
 
 __all__ = ["COVERS_PROPERTY", "CheckOutcome", "GateCollector"]
 
@@ -61,13 +62,20 @@ class GateCollector:
     shortfalls: list[Shortfall] = field(default_factory=list)
     # The baselines checks compared with (engine_acceptance.provenance.baseline_entry), by kind and path.
     baselines: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    # For the run bundle (engine_acceptance.run_bundle): every rate as k of n, every load cell's samples.
+    rates: list[dict[str, Any]] = field(default_factory=list)
+    cells: list[dict[str, Any]] = field(default_factory=list)
 
     def add(self, nodeid: str, keywords: Iterable[str], when: str, outcome: str, wasxfail: str | None,
             longrepr: str, user_properties: Iterable[tuple[str, Any]] = ()) -> None:
         """Fold one pytest report (setup, call or teardown phase) into the verdict."""
         # The check's group: the first group marker it carries, in the registry's order.
         capability = next((name for name in GROUP_MARKERS if name in set(keywords)), "other")
-        properties = dict(user_properties)
+        given = list(user_properties)
+        # A rate or a load cell recorded for the run bundle is raw data, not a gate.json figure.
+        properties = dict((key, value) for key, value in given if key not in (RATE_PROPERTY, CELLS_PROPERTY))
+        if when == "call":
+            self._keep_for_bundle(nodeid, given)
         covers = frozenset(filter(None, str(properties.pop(COVERS_PROPERTY, "")).split(",")))
         baseline = _figure(properties.pop(BASELINE_PROPERTY, None))
         if isinstance(baseline, dict):
@@ -94,6 +102,13 @@ class GateCollector:
         if previous is not None and previous.outcome in ("failed", "stale_record") and result.outcome == "passed":
             return
         self.outcomes[nodeid] = result
+
+    def _keep_for_bundle(self, nodeid: str, properties: list[tuple[str, Any]]) -> None:
+        for key, value in properties:
+            if key == RATE_PROPERTY:
+                self.rates.append({**json.loads(value), "check": nodeid})
+            elif key == CELLS_PROPERTY:
+                self.cells += [{**cell, "check": nodeid} for cell in json.loads(value)]
 
     def counts_by_capability(self) -> dict[str, dict[str, int]]:
         table: dict[str, dict[str, int]] = {}

@@ -32,13 +32,14 @@ from engine_acceptance.wire.types import EngineTarget
 from engine_acceptance.load.generator import LoadGenerator, RawRequest, analyse_round, replay_events
 from engine_acceptance.media.messages import colors_named
 from engine_acceptance.wire.media_parts import media_part, user_turn
-from engine_acceptance.load.metrics import CellSummary, RequestRecord, RoundSummary, summarize_cell
+from engine_acceptance.load.metrics import CellSummary, RequestRecord, RoundSummary, samples_ms, summarize_cell
 from engine_acceptance.profiles.profile import DATA_ROOT
 from engine_acceptance.wire.reassembly import reassemble_stream
 from engine_acceptance.load.report import fixed_width_lines, format_spread, html_table
 from engine_acceptance.errors import UsageError
 from engine_acceptance.option_spec import OptionSpec
 from engine_acceptance.resources import read_yaml
+from engine_acceptance.run_bundle import cell_entry
 
 __all__ = [
     "CACHE_NOTE",
@@ -225,6 +226,17 @@ class MediaCellResult:
     def figures(self) -> dict[str, dict[str, Any]]:
         """The reported figures as median/min/max/rounds, for tables and the comparison."""
         return {name: self.summary.metrics[name].as_dict() for name, _ in FIGURES}
+
+    def bundle_entry(self, content_type: str) -> dict[str, Any]:
+        """The cell for the run bundle: what was sent, every measured request's latencies, each round's req/s."""
+        item = self.cell.input
+        shape = {"input": item.name, "files": list(item.files), "concurrency": self.cell.concurrency,
+                 "requests_per_round": self.cell.requests, "warmup_requests": self.cell.warmup_requests,
+                 "rounds": len(self.records), "max_tokens": item.max_tokens, "content_type": content_type}
+        return cell_entry("media_throughput", self.cell.key, shape,
+                          samples=samples_ms(record for records in self.records for record in records),
+                          rounds={"request_per_s": list(self.summary.metrics["request_per_s"].rounds)},
+                          request_set_parts=(item.prompt,))
 
     def as_dict(self) -> dict[str, Any]:
         return {

@@ -57,10 +57,11 @@ from engine_acceptance.load.generator import (
     run_round,
     send_request,
 )
-from engine_acceptance.load.metrics import RequestRecord, RoundSummary, percentile
+from engine_acceptance.load.metrics import RequestRecord, RoundSummary, percentile, samples_ms
 from engine_acceptance.load.process_plan import ASSUMED_STREAM_EVENTS_PER_S, ProcessPlan, plan_processes
 from engine_acceptance.load.workers import split_indices
 from engine_acceptance.wire.types import EngineTarget
+from engine_acceptance.run_bundle import cell_entry
 
 __all__ = ["OpenLoopRound", "RateCell", "RateCellResult", "SendTiming", "connections_to_open", "in_flight_at_sends",
            "measure_rate_cell", "merge_open_loop", "open_connections", "run_open_loop"]
@@ -315,6 +316,11 @@ class RateCellResult:
     def duration_s(self) -> float:
         """From the schedule's origin to the end of the last request (goodput's denominator)."""
         return self.summary.wall_s
+
+    def bundle_entry(self, ignore_eos: bool, figures: dict[str, Any]) -> dict[str, Any]:
+        """The cell for the run bundle: its schedule's shape, every measured request's latencies, ``figures``."""
+        shape = {**self.cell.as_dict(), "ignore_eos": ignore_eos}
+        return cell_entry("slo", self.cell.key, shape, samples=samples_ms(self.records), figures=figures)
 
     def as_dict(self) -> dict[str, Any]:
         return {
