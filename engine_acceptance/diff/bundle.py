@@ -15,12 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from engine_acceptance.errors import UsageError
+from engine_acceptance.run_bundle import BUNDLE_FILE, BUNDLE_VERSION
 
-__all__ = ["BUNDLE_FILE", "BUNDLE_VERSION", "Bundle", "BundleError", "read_bundle"]
+__all__ = ["Bundle", "BundleError", "read_bundle"]
 
-BUNDLE_FILE = "run.json"
-# The format this reader understands; a bundle of another version is refused, not guessed at.
-BUNDLE_VERSION = 1
 # The sections the comparison reads; each must have its JSON type when present.
 _LISTS = ("capabilities", "checks", "rates", "confusions", "cells")
 _OBJECTS = ("engine", "options", "tolerances", "verdict")
@@ -78,6 +76,7 @@ def read_bundle(given: str | Path) -> Bundle:
         raise BundleError(f"run bundle {file}: no bundle_version, not a run bundle (a gate.json or another "
                           f"tool's file?)")
     version = document["bundle_version"]
+    # The format this reader understands (the writer's); another version is refused, not guessed at.
     if version != BUNDLE_VERSION:
         raise BundleError(f"run bundle {file}: bundle_version {version!r}, but this diff reads version "
                           f"{BUNDLE_VERSION} (use the suite version that wrote it)")

@@ -21,8 +21,7 @@ from engine_acceptance.diff.compare_runs import (
     DEFAULT_TOLERANCE,
     IMPROVEMENT,
     REGRESSION,
-    ROUND_METRICS,
-    SAMPLE_METRICS,
+    TOLERANCE_FAMILIES,
     DiffReport,
     Tolerances,
     bundle_tolerances,
@@ -40,8 +39,6 @@ FAIL_ON = {
     "any-change": (REGRESSION, IMPROVEMENT, CHANGE),
     "never": (),
 }
-# The names --tolerance takes a per-metric value under (the samples' families and the round metrics).
-TOLERANCE_METRICS = (*(family for family, _ in SAMPLE_METRICS.values()), *ROUND_METRICS)
 
 
 def _percent(text: str, what: str) -> float:
@@ -62,9 +59,9 @@ def _tolerance(text: str) -> dict[str, float]:
     for part in text.split(","):
         name, _, value = part.partition("=")
         name = name.strip()
-        if name not in TOLERANCE_METRICS:
+        if name not in TOLERANCE_FAMILIES:
             raise argparse.ArgumentTypeError(f"unknown metric {name!r} (one of "
-                                             f"{', '.join(TOLERANCE_METRICS)})")
+                                             f"{', '.join(TOLERANCE_FAMILIES)})")
         values[name] = _percent(value, f"{name}: ")
     return values
 
@@ -78,7 +75,8 @@ def parser() -> argparse.ArgumentParser:
     command.add_argument("new", metavar="NEW", help="The run to judge against BASE: its bundle folder or run.json")
     command.add_argument("--tolerance", action="append", type=_tolerance, default=[], metavar="PCT|METRIC=PCT,...",
                          help="Relative change (percent) a performance change must exceed to be significant: one value "
-                              "for every metric, or per metric (ttft, tpot, e2e, itl, output_tok_s, request_per_s); "
+                              "for every metric, or per metric (ttft, tpot, e2e, itl, throughput: output tok/s and "
+                              "requests/s); "
                               "repeatable. Default: the NEW run's model profile's diff_tolerances, else "
                               f"{100 * DEFAULT_TOLERANCE:g}%%")
     command.add_argument("--fail-on", choices=tuple(FAIL_ON), default="regression",

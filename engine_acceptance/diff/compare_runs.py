@@ -38,7 +38,7 @@ from engine_acceptance.diff.statistics import (
 )
 
 __all__ = ["DEFAULT_TOLERANCE", "KINDS", "SECTIONS", "DiffReport", "Finding", "NotCompared", "Tolerances",
-           "bundle_tolerances", "compare_bundles", "higher_is_better"]
+           "TOLERANCE_FAMILIES", "bundle_tolerances", "compare_bundles", "higher_is_better"]
 
 # A relative change below 5% is not reported as significant unless a tolerance says otherwise.
 DEFAULT_TOLERANCE = 0.05
@@ -53,8 +53,14 @@ KINDS = (REGRESSION, IMPROVEMENT, CHANGE, UNCHANGED)
 SAMPLE_METRICS = {"ttft_ms": ("ttft", "TTFT"), "tpot_ms": ("tpot", "TPOT"), "e2e_ms": ("e2e", "E2E"),
                   "itl_ms": ("itl", "ITL")}
 ROUND_METRICS = {"output_tok_s": "output tok/s", "request_per_s": "requests/s"}
+# The tolerance families (the model profile's diff_tolerances keys, --tolerance METRIC=PCT): each
+# sample metric's own, "throughput" for the per-round figures, "goodput" for the cell's.
+THROUGHPUT, GOODPUT = "throughput", "goodput"
+TOLERANCE_FAMILIES = (*(family for family, _ in SAMPLE_METRICS.values()), THROUGHPUT)
 # A tool-call trigger confusion's counts, in the order statistics.f1_difference takes them.
 CONFUSION_FIELDS = ("both_called", "only_candidate_called", "only_reference_called", "neither_called")
+# Why two runs' throughput prompts differ most often: drawn from a random seed unless one is given.
+_SEED_HINT = {"throughput": "; the prompts are drawn at random unless both runs give the same --throughput-seed"}
 # Capability states that mean the deployment serves it (discovery's words).
 SERVED = "served"
 NOT_SERVING = ("not_served", "broken")
@@ -128,7 +134,7 @@ class Tolerances:
     bundle: Mapping[str, float] = field(default_factory=dict)
 
     def of(self, metric: str) -> tuple[float, str]:
-        """The tolerance of ``metric`` (ttft, tpot, e2e, itl, output_tok_s, request_per_s, a figure's key) and its source."""
+        """The tolerance of a metric family (ttft, tpot, e2e, itl, throughput) and where it came from."""
         if metric in self.user:
             return self.user[metric], "--tolerance"
         if self.user_default is not None:
@@ -172,8 +178,8 @@ def compare_bundles(base: Bundle, new: Bundle, *, tolerances: Tolerances | None 
 def _tolerance_note(tolerances: Tolerances) -> str:
     """One line: each tolerance, the metrics it applies to and where it came from."""
     groups: dict[tuple[float, str], list[str]] = {}
-    for metric in (*(family for family, _ in SAMPLE_METRICS.values()), *ROUND_METRICS):
-        groups.setdefault(tolerances.of(metric), []).append(metric)
+    for family in TOLERANCE_FAMILIES:
+        groups.setdefault(tolerances.of(family), []).append(family)
     return "Tolerances: " + "; ".join(f"{100 * value:g}% for {', '.join(metrics)} ({source})"
                                       for (value, source), metrics in groups.items()) + "."
 
@@ -306,9 +312,9 @@ def _cell_findings(base: Bundle, new: Bundle, tolerances: Tolerances, seed: int,
                 before.get("shape") or {}, cell.get("shape") or {})))
             continue
         if before.get("request_set") != cell.get("request_set"):
-            not_compared.append(NotCompared(f"cell {name}", "the same shape but other requests (request_set "
+            not_compared.append(NotCompared(f"cell {name}", f"the same shape but other requests (request_set "
                                             f"{before.get('request_set')} vs {cell.get('request_set')}: other "
-                                            f"prompts, seed or media)"))
+                                            f"prompts, prompt seed or media){_SEED_HINT.get(identity[0], '')}"))
             continue
         findings += _sample_findings(name, identity, before, cell, tolerances, seed)
         findings += _round_findings(name, identity, before, cell, tolerances, seed)
@@ -365,7 +371,7 @@ def _round_findings(name: str, identity: tuple[str, str], base: Mapping[str, Any
     base_rounds, new_rounds = base.get("rounds") or {}, new.get("rounds") or {}
     for metric in sorted(set(base_rounds) & set(new_rounds), key=_round_order):
         before, after = base_rounds[metric] or [], new_rounds[metric] or []
-        tolerance, _ = tolerances.of(metric)
+        tolerance, _ = tolerances.of(THROUGHPUT)
         interval = rounds_change(before, after, seed=seed, name=f"{name} {metric}")
         kind, significant, why = _significance(interval, tolerance, better_when_higher=higher_is_better(metric))
         findings.append(Finding(

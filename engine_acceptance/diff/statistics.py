@@ -7,6 +7,8 @@ the diff's seed and the figure's name, so the same two bundles give the same int
   relative change ``new/base - 1`` of the percentile, by numpy.percentile's default linear
   method (the suite's), with a percentile-bootstrap interval: both runs' samples are
   resampled with replacement ``RESAMPLES`` times, each pair of resamples giving one ratio.
+  Only with ``MIN_TAIL`` samples beyond the percentile: nearer the extreme the bootstrap
+  cannot see past the largest sample, and its interval would be too narrow.
 * **A per-round throughput** (output tok/s, requests/s): the relative change of the mean
   of the rounds, bootstrapped over the rounds. A run has few rounds (the default three),
   so the interval is coarse and says so; with fewer than ``MIN_ROUNDS`` on a side there
@@ -28,11 +30,15 @@ import numpy as np
 
 from engine_acceptance.proportions import wilson_interval
 
-__all__ = ["MIN_ROUNDS", "PERCENTILES", "RESAMPLES", "Interval", "f1_difference", "f1_score",
+__all__ = ["MIN_ROUNDS", "MIN_TAIL", "PERCENTILES", "RESAMPLES", "Interval", "f1_difference", "f1_score",
            "newcombe_difference", "percentile_change", "rounds_change"]
 
 RESAMPLES = 2000
 PERCENTILES = (50, 90, 95, 99)
+# Samples a percentile's interval needs beyond it: the bootstrap of an order statistic near the
+# extreme is unreliable (it cannot see past the largest sample: P99 of 48 is nearly the maximum).
+# So an interval for P50 needs 10 samples, P90 50, P95 100, P99 500.
+MIN_TAIL = 5
 # A bootstrap over one or two values per side cannot tell a change from noise.
 MIN_ROUNDS = 3
 
@@ -78,9 +84,17 @@ def _bootstrap_percentile(ordered: np.ndarray, q: float, rng: np.random.Generato
     return (1 - fraction) * lower + fraction * upper
 
 
+def samples_for_interval(q: float) -> int:
+    """The fewest samples a side for an interval of the q-th percentile: MIN_TAIL beyond it."""
+    return math.ceil(MIN_TAIL * 100 / min(q, 100 - q) - 1e-9)
+
+
 def percentile_change(base: Sequence[float], new: Sequence[float], *, seed: int, name: str,
                       resamples: int = RESAMPLES) -> dict[int, Interval]:
-    """Each percentile's relative change new/base - 1, with a bootstrap interval of the samples."""
+    """Each percentile's relative change new/base - 1, with a bootstrap interval of the samples.
+
+    No interval (and so no significance) for a percentile with fewer than MIN_TAIL samples beyond it.
+    """
     base_values = np.asarray(base, dtype=float)
     new_values = np.asarray(new, dtype=float)
     basis = f"bootstrap of {base_values.size} and {new_values.size} samples"
@@ -90,15 +104,21 @@ def percentile_change(base: Sequence[float], new: Sequence[float], *, seed: int,
     base_sorted, new_sorted = np.sort(base_values), np.sort(new_values)
     changes = {}
     for q in PERCENTILES:
+        base_point = float(np.percentile(base_values, q))
+        change = float(np.percentile(new_values, q)) / base_point - 1 if base_point > 0 else None
+        needed = samples_for_interval(q)
+        if min(base_values.size, new_values.size) < needed:
+            changes[q] = Interval(change, None, None, f"too few samples for a P{q} interval ({base_values.size} and "
+                                                      f"{new_values.size}; it needs {needed} a side)")
+            continue
         rng = _rng(seed, f"{name} P{q}")
         base_boot = _bootstrap_percentile(base_sorted, q, rng, resamples)
         new_boot = _bootstrap_percentile(new_sorted, q, rng, resamples)
-        base_point = float(np.percentile(base_values, q))
-        if base_point <= 0 or np.any(base_boot <= 0):
+        if change is None or np.any(base_boot <= 0):
             changes[q] = Interval(None, None, None, "a base percentile of 0: no relative change")
             continue
         low, high = np.percentile(new_boot / base_boot - 1, [2.5, 97.5])
-        changes[q] = Interval(float(np.percentile(new_values, q)) / base_point - 1, float(low), float(high), basis)
+        changes[q] = Interval(change, float(low), float(high), basis)
     return changes
 
 

@@ -18,10 +18,10 @@ __all__ = ["CHECK_IDS", "bundle", "cell", "write"]
 
 CHECK_IDS = ("tests/test_text.py::test_answer[streamed]", "tests/test_tools.py::test_call[streamed]",
              "tests/test_text.py::test_recorded_defect[streamed]")
-SHAPE = {"input_tokens": 128, "output_tokens": 128, "concurrency": 4, "requests": 200, "rounds": 3}
+SHAPE = {"input_tokens": 128, "output_tokens": 128, "concurrency": 4, "requests": 500, "rounds": 3}
 
 
-def cell(seed: int, *, slower: float = 1.0, requests: int = 200, key: str = "128/128@4",
+def cell(seed: int, *, slower: float = 1.0, requests: int = 500, key: str = "128/128@4",
          shape: dict[str, Any] | None = None) -> dict[str, Any]:
     """A throughput cell whose latencies are lognormal around 40 ms TTFT and 10 ms TPOT, times ``slower``."""
     rng = np.random.default_rng(seed)

@@ -126,7 +126,7 @@ def test_checks_skipped_or_only_in_one_run_are_changes_with_their_reason() -> No
 
 
 def test_cells_of_another_shape_or_request_set_are_not_compared_and_say_why() -> None:
-    other_shape = cell(2, shape={"input_tokens": 128, "output_tokens": 128, "concurrency": 8, "requests": 200,
+    other_shape = cell(2, shape={"input_tokens": 128, "output_tokens": 128, "concurrency": 8, "requests": 500,
                                  "rounds": 3})
     other_prompts = {**cell(2, key="128/128@1"), "request_set": "sha256:ffffffffffffffff"}
     base = bundle(1, cells=[cell(1), cell(1, key="128/128@1"), cell(1, key="1024/128@1")])

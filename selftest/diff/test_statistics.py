@@ -20,6 +20,7 @@ from engine_acceptance.diff.statistics import (
     newcombe_difference,
     percentile_change,
     rounds_change,
+    samples_for_interval,
 )
 
 
@@ -39,7 +40,7 @@ def test_two_samples_of_one_distribution_give_intervals_covering_zero_about_95_p
 
 
 def test_a_30_percent_slower_sample_is_a_change_whose_interval_excludes_zero() -> None:
-    changes = percentile_change(_latencies(1), _latencies(2, scale=1.3), seed=0, name="ttft")
+    changes = percentile_change(_latencies(1, size=500), _latencies(2, size=500, scale=1.3), seed=0, name="ttft")
     for q, interval in changes.items():
         assert interval.excludes_zero and interval.low > 0.05, (q, interval)
         assert interval.low < 0.3 < interval.high, (q, interval)
@@ -64,6 +65,16 @@ def test_the_order_statistic_shortcut_draws_the_bootstrap_distribution_of_a_perc
     gap = np.abs(np.searchsorted(np.sort(resampled), points, side="right")
                  - np.searchsorted(np.sort(shortcut), points, side="right")).max() / 20000
     assert gap < 0.025
+
+
+def test_a_percentile_gets_an_interval_only_with_five_samples_beyond_it() -> None:
+    assert [samples_for_interval(q) for q in (50, 90, 95, 99)] == [10, 50, 100, 500]
+    changes = percentile_change(_latencies(1, size=99), _latencies(2, size=99, scale=2), seed=0, name="ttft")
+    assert changes[90].excludes_zero
+    for q in (95, 99):
+        assert changes[q].change > 0.5 and changes[q].low is None and not changes[q].excludes_zero
+        assert f"too few samples for a P{q} interval (99 and 99; it needs {samples_for_interval(q)} a side)" == \
+            changes[q].basis
 
 
 def test_too_few_samples_or_rounds_give_no_interval_and_say_why() -> None:
