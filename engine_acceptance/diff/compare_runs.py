@@ -54,13 +54,20 @@ SAMPLE_METRICS = {"ttft_ms": ("ttft", "TTFT"), "tpot_ms": ("tpot", "TPOT"), "e2e
                   "itl_ms": ("itl", "ITL")}
 ROUND_METRICS = {"output_tok_s": "output tok/s", "request_per_s": "requests/s"}
 # The tolerance families (the model profile's diff_tolerances keys, --tolerance METRIC=PCT): each
-# sample metric's own, "throughput" for the per-round figures, "goodput" for the cell's.
-THROUGHPUT, GOODPUT = "throughput", "goodput"
+# sample metric's own and "throughput" for the per-round figures. A cell's single figures (goodput)
+# have no interval and so are never significant: no tolerance applies to them.
+THROUGHPUT = "throughput"
 TOLERANCE_FAMILIES = (*(family for family, _ in SAMPLE_METRICS.values()), THROUGHPUT)
 # A tool-call trigger confusion's counts, in the order statistics.f1_difference takes them.
 CONFUSION_FIELDS = ("both_called", "only_candidate_called", "only_reference_called", "neither_called")
 # Why two runs' throughput prompts differ most often: drawn from a random seed unless one is given.
 _SEED_HINT = {"throughput": "; the prompts are drawn at random unless both runs give the same --throughput-seed"}
+# Engine facts that differ between any two runs and say nothing about what was tested: the URL
+# (a port), and timings (names ending in _s: how long readiness or discovery took).
+_VOLATILE_FACTS = frozenset({"engine.url"})
+# Options that say only where a run wrote its files (its value may follow as the next argument).
+_OUTPUT_OPTIONS = frozenset({"--run-bundle", "--gate-json", "--alluredir", "--clean-alluredir", "--junitxml",
+                             "--junit-xml", "--throughput-out", "--throughput-save"})
 # Capability states that mean the deployment serves it (discovery's words).
 SERVED = "served"
 NOT_SERVING = ("not_served", "broken")
@@ -166,6 +173,7 @@ def compare_bundles(base: Bundle, new: Bundle, *, tolerances: Tolerances | None 
         stopped = bundle.section("verdict").get("interrupted") or bundle.section("verdict").get("engine_unavailable")
         if stopped:
             notes.append(f"The {run} run did not finish ({stopped}): what it did not run is not compared.")
+    notes += _context_notes(base, new)
     notes.append(_tolerance_note(tolerances))
     notes.append(f"Intervals: 95%; performance and F1 by bootstrap ({RESAMPLES} resamples, seed {seed}), rates by "
                  f"Newcombe's hybrid score interval.")
@@ -173,6 +181,48 @@ def compare_bundles(base: Bundle, new: Bundle, *, tolerances: Tolerances | None 
                 *_cell_findings(base, new, tolerances, seed, not_compared),
                 *_rate_findings(base, new, seed, not_compared)]
     return DiffReport(base, new, _ordered(findings), tuple(not_compared), tuple(notes))
+
+
+def _context_notes(base: Bundle, new: Bundle) -> list[str]:
+    """What differs in who was tested and how: engine facts, profiles (by hash), the command line."""
+    notes = []
+    base_engine, new_engine = base.section("engine"), new.section("engine")
+    facts = [f"{key} {base_engine.get(key, '-')} -> {new_engine.get(key, '-')}"
+             for key in dict.fromkeys([*base_engine, *new_engine])
+             if not _volatile(key) and base_engine.get(key) != new_engine.get(key)]
+    if facts:
+        notes.append("Engine: " + "; ".join(facts) + ".")
+    base_profiles, new_profiles = base.section("profiles"), new.section("profiles")
+    for kind in dict.fromkeys([*base_profiles, *new_profiles]):
+        before, after = base_profiles.get(kind) or {}, new_profiles.get(kind) or {}
+        if (before.get("name"), before.get("sha256")) != (after.get("name"), after.get("sha256")):
+            notes.append(f"The {kind} profile differs: {before.get('name', '-')} "
+                         f"({str(before.get('sha256') or '-')[:12]}) -> {after.get('name', '-')} "
+                         f"({str(after.get('sha256') or '-')[:12]}).")
+    base_args, new_args = _what_was_asked(base), _what_was_asked(new)
+    only_base = [str(arg) for arg in base_args if arg not in new_args]
+    only_new = [str(arg) for arg in new_args if arg not in base_args]
+    if only_base or only_new:
+        notes.append(f"Command lines differ (where files were written aside): only BASE {' '.join(only_base) or '-'}; "
+                     f"only NEW {' '.join(only_new) or '-'}.")
+    return notes
+
+
+def _volatile(fact: str) -> bool:
+    return fact in _VOLATILE_FACTS or fact.endswith("_s")
+
+
+def _what_was_asked(bundle: Bundle) -> list[str]:
+    """The run's command line without the options that only placed its files (and their values)."""
+    asked, skip_value = [], False
+    for arg in map(str, bundle.section("options").get("args") or ()):
+        if skip_value:
+            skip_value = False
+        elif arg.split("=", 1)[0] in _OUTPUT_OPTIONS:
+            skip_value = "=" not in arg and arg != "--clean-alluredir"
+        else:
+            asked.append(arg)
+    return asked
 
 
 def _tolerance_note(tolerances: Tolerances) -> str:
@@ -267,8 +317,9 @@ def _check_findings(base: Bundle, new: Bundle) -> list[Finding]:
         now = check["outcome"]
         before_check = base_checks.get(check_id)
         if before_check is None:
-            kind = REGRESSION if now == FAILED else CHANGE
-            findings.append(Finding(CHECKS, kind, check_id, "only in NEW", "-", now, note=_reason(check)))
+            if now not in (STALE, KNOWN):  # section 1 reports the records
+                kind = REGRESSION if now == FAILED else CHANGE
+                findings.append(Finding(CHECKS, kind, check_id, "only in NEW", "-", now, note=_reason(check)))
             continue
         was = before_check["outcome"]
         if was == now or now in (STALE, KNOWN):  # section 1 reports the records

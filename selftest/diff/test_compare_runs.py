@@ -158,3 +158,13 @@ def test_rounds_too_few_for_an_interval_are_never_significant() -> None:
         document["cells"][0]["rounds"] = {"output_tok_s": document["cells"][0]["rounds"]["output_tok_s"][:2]}
     rounds = [f for f in diff(base, new).of(PERFORMANCE) if f.metric.startswith("output tok/s")]
     assert rounds[0].kind == UNCHANGED and rounds[0].change < -0.4 and "too few rounds" in rounds[0].note
+
+
+def test_what_differs_in_who_was_tested_and_how_is_said_first() -> None:
+    new = bundle(2, engine={"engine.kind": "vllm", "engine.version": "0.33.0", "model": "reference-model",
+                            "engine.url": "http://elsewhere", "capabilities.discovery_s": "0.4"},
+                 options={"args": ["--throughput-shapes=full", "--run-bundle", "/tmp/new", "--clean-alluredir"]})
+    notes = diff(bundle(1, options={"args": ["--run-bundle=/tmp/old"]}), new).notes
+    assert notes[0] == "Engine: engine.version 0.1.0+reference -> 0.33.0."  # not the URL, not a timing
+    assert notes[1] == ("Command lines differ (where files were written aside): only BASE -; "
+                        "only NEW --throughput-shapes=full.")
