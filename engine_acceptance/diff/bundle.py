@@ -21,6 +21,9 @@ __all__ = ["Bundle", "BundleError", "read_bundle"]
 
 # The sections the comparison reads; each must have its JSON type when present.
 _LISTS = ("capabilities", "checks", "rates", "confusions", "cells")
+# What every entry of a list section must hold for the comparison to match and read it.
+_ENTRY_KEYS = {"capabilities": ("name",), "checks": ("id", "outcome"), "rates": ("name", "k", "n"),
+               "confusions": ("name",), "cells": ("workload", "key")}
 _OBJECTS = ("engine", "options", "tolerances", "verdict")
 
 
@@ -85,4 +88,9 @@ def read_bundle(given: str | Path) -> Bundle:
         if value is not None and not isinstance(value, kind):
             raise BundleError(f"run bundle {file}: {name!r} is a JSON {type(value).__name__}, "
                               f"not {'an array' if kind is list else 'an object'}")
+    for name, keys in _ENTRY_KEYS.items():
+        for index, entry in enumerate(document.get(name) or ()):
+            missing = [key for key in keys if not isinstance(entry, dict) or key not in entry]
+            if missing:
+                raise BundleError(f"run bundle {file}: {name}[{index}] has no {', '.join(map(repr, missing))}")
     return Bundle(file, document)

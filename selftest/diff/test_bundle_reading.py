@@ -30,7 +30,8 @@ def test_a_bundle_error_is_a_usage_error_of_the_one_tree() -> None:
     ('{"gate": "pass"}', "no bundle_version, not a run bundle"),
     ('{"bundle_version": 2}', "bundle_version 2, but this diff reads version 1"),
     ('{"bundle_version": 1, "checks": {}}', "'checks' is a JSON dict, not an array"),
-], ids=["missing", "not-json", "not-an-object", "no-version", "other-version", "wrong-section-type"])
+    ('{"bundle_version": 1, "checks": [{"id": "t::a"}]}', "checks[0] has no 'outcome'"),
+], ids=["missing", "not-json", "not-an-object", "no-version", "other-version", "wrong-section-type", "entry-lacks-a-key"])
 def test_an_unreadable_bundle_names_its_path_and_what_is_wrong(tmp_path: Path, content: str | None, says: str) -> None:
     path = tmp_path / "run.json"
     if content is not None:
