@@ -466,53 +466,39 @@ def _mean(values: Sequence[float]) -> str:
 
 def _rate_findings(base: Bundle, new: Bundle, seed: int, not_compared: list[NotCompared]) -> list[Finding]:
     findings = []
-    base_rates = {(rate.get("check"), rate["name"]): rate for rate in base.section("rates")}
-    new_rates = {(rate.get("check"), rate["name"]): rate for rate in new.section("rates")}
-    for identity, rate in new_rates.items():
-        before = base_rates.get(identity)
-        if before is None:
-            not_compared.append(NotCompared(f"rate {identity[1]} of {identity[0]}", "only in NEW"))
-            continue
-        interval = newcombe_difference(int(before["k"]), int(before["n"]), int(rate["k"]), int(rate["n"]))
-        kind, significant = UNCHANGED, False
-        note = interval.basis
-        if interval.excludes_zero and interval.change is not None:
-            kind, significant = (IMPROVEMENT if interval.change > 0 else REGRESSION), True
-        elif interval.change is not None:
-            note = f"not significant: the interval covers 0 ({interval.basis})"
-        findings.append(Finding(RATES, kind, str(identity[0]), identity[1], _share(before), _share(rate),
-                                interval.change, interval.low, interval.high, "difference", significant, None, note))
-    for identity in base_rates:
-        if identity not in new_rates:
-            not_compared.append(NotCompared(f"rate {identity[1]} of {identity[0]}", "only in BASE"))
-    findings += _f1_findings(base, new, seed, not_compared)
+    for (check, name), before, after in _pairs(base.section("rates"), new.section("rates"), "rate", not_compared):
+        interval = newcombe_difference(int(before["k"]), int(before["n"]), int(after["k"]), int(after["n"]))
+        findings.append(_rate_finding(check, name, _share(before), _share(after), interval))
+    for (check, name), before, after in _pairs(base.section("confusions"), new.section("confusions"), "F1",
+                                               not_compared):
+        base_counts = [int(before.get(field) or 0) for field in CONFUSION_FIELDS]
+        new_counts = [int(after.get(field) or 0) for field in CONFUSION_FIELDS]
+        interval = f1_difference(base_counts, new_counts, seed=seed, name=f"{check} {name}")
+        findings.append(_rate_finding(check, f"{name} F1", f"{f1_score(*base_counts[:3]):.3f}",
+                                      f"{f1_score(*new_counts[:3]):.3f}", interval))
     return findings
 
 
-def _f1_findings(base: Bundle, new: Bundle, seed: int, not_compared: list[NotCompared]) -> list[Finding]:
-    findings = []
-    base_sets = {(entry.get("check"), entry["name"]): entry for entry in base.section("confusions")}
-    new_sets = {(entry.get("check"), entry["name"]): entry for entry in new.section("confusions")}
-    for identity, entry in new_sets.items():
-        before = base_sets.get(identity)
-        if before is None:
-            not_compared.append(NotCompared(f"F1 {identity[1]} of {identity[0]}", "only in NEW"))
-            continue
-        base_counts = [int(before.get(name) or 0) for name in CONFUSION_FIELDS]
-        new_counts = [int(entry.get(name) or 0) for name in CONFUSION_FIELDS]
-        interval = f1_difference(base_counts, new_counts, seed=seed, name=f"{identity[0]} {identity[1]}")
-        kind, significant, note = UNCHANGED, False, interval.basis
-        if interval.excludes_zero and interval.change is not None:
-            kind, significant = (IMPROVEMENT if interval.change > 0 else REGRESSION), True
-        elif interval.change is not None:
-            note = f"not significant: the interval covers 0 ({interval.basis})"
-        findings.append(Finding(RATES, kind, str(identity[0]), f"{identity[1]} F1", f"{f1_score(*base_counts[:3]):.3f}",
-                                f"{f1_score(*new_counts[:3]):.3f}", interval.change, interval.low, interval.high,
-                                "difference", significant, None, note))
-    for identity in base_sets:
-        if identity not in new_sets:
-            not_compared.append(NotCompared(f"F1 {identity[1]} of {identity[0]}", "only in BASE"))
-    return findings
+def _pairs(base_entries: Iterable[Mapping[str, Any]], new_entries: Iterable[Mapping[str, Any]], label: str,
+           not_compared: list[NotCompared]) -> list[tuple[tuple[str, str], Mapping[str, Any], Mapping[str, Any]]]:
+    """The entries both runs have, matched by check and name; the others go to the not-compared list."""
+    base_by = {(str(entry.get("check")), str(entry["name"])): entry for entry in base_entries}
+    new_by = {(str(entry.get("check")), str(entry["name"])): entry for entry in new_entries}
+    for run, entries, other in (("NEW", new_by, base_by), ("BASE", base_by, new_by)):
+        not_compared += [NotCompared(f"{label} {name} of {check}", f"only in {run}")
+                         for check, name in entries if (check, name) not in other]
+    return [(identity, base_by[identity], entry) for identity, entry in new_by.items() if identity in base_by]
+
+
+def _rate_finding(check: str, name: str, before: str, after: str, interval: Interval) -> Finding:
+    """A rate's or F1's difference: significant when its interval excludes zero (more is better)."""
+    kind, significant, note = UNCHANGED, False, interval.basis
+    if interval.excludes_zero and interval.change is not None:
+        kind, significant = (IMPROVEMENT if interval.change > 0 else REGRESSION), True
+    elif interval.change is not None:
+        note = f"not significant: the interval covers 0 ({interval.basis})"
+    return Finding(RATES, kind, check, name, before, after, interval.change, interval.low, interval.high,
+                   "difference", significant, None, note)
 
 
 def _share(rate: Mapping[str, Any]) -> str:

@@ -168,3 +168,16 @@ def test_what_differs_in_who_was_tested_and_how_is_said_first() -> None:
     assert notes[0] == "Engine: engine.version 0.1.0+reference -> 0.33.0."  # not the URL, not a timing
     assert notes[1] == ("Command lines differ (where files were written aside): only BASE -; "
                         "only NEW --throughput-shapes=full.")
+
+
+def test_tool_call_f1_that_dropped_is_a_regression_and_a_rate_in_one_run_is_not_compared() -> None:
+    new = bundle(2, confusions=[{"name": "tool_trigger_vs_baseline", "check": "tests/test_tool_accuracy.py::test_triggers",
+                                 "both_called": 480, "only_candidate_called": 40, "only_reference_called": 44,
+                                 "neither_called": 74}],
+                 rates=[{"name": "trials", "check": CHECK_IDS[0], "k": 3, "n": 3}])
+    report = diff(bundle(1), new)
+    [f1] = [f for f in report.of(RATES) if f.metric == "tool_trigger_vs_baseline F1"]
+    assert f1.kind == REGRESSION and f1.high < 0 and (f1.base, f1.new) == ("0.995", "0.920")
+    assert [(item.what, item.why) for item in report.not_compared] == [
+        (f"rate trials of {CHECK_IDS[0]}", "only in NEW"),
+        ("rate tool_schema_valid of tests/test_tool_accuracy.py::test_schemas", "only in BASE")]
