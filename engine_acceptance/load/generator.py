@@ -542,6 +542,8 @@ class CellResult:
     input_exact: bool = True
     # How many client processes measured the cell, and why (None: one, from before the plan existed).
     plan: ProcessPlan | None = None
+    # The prompt index its warm-up started at: its measured prompts follow the warm-up's.
+    first_index: int = 0
 
     @property
     def processes(self) -> int:
@@ -618,4 +620,4 @@ async def measure_cell(target: EngineTarget, cell: Cell, prompts: PromptSource, 
                 f"{summary.completed}/{summary.requests} requests done, {errors}, {summary.wall_s:.1f} s, "
                 f"{tok_s:.1f} output tok/s")
     return CellResult(cell, summarize_cell(cell.key, summaries), all_records, warmup, generator.stamping,
-                      input_exact=prompts.exact, plan=plan)
+                      input_exact=prompts.exact, plan=plan, first_index=first_index)
