@@ -545,12 +545,14 @@ class CellResult:
     input_exact: bool = True
     # How many client processes measured the cell, and why (None: one, from before the plan existed).
     plan: ProcessPlan | None = None
+    # The prompt index its warm-up started at: its measured prompts follow the warm-up's.
+    first_index: int = 0
 
     @property
     def processes(self) -> int:
         return self.plan.processes if self.plan is not None else 1
 
-    def bundle_entry(self, prompts: PromptSource, *, ignore_eos: bool, first_index: int) -> dict[str, Any]:
+    def bundle_entry(self, prompts: PromptSource, *, ignore_eos: bool) -> dict[str, Any]:
         """The cell for the run bundle: its shape, every measured request's latencies, each round's throughput.
 
         Two runs' cells compare only when their requests were the same: the shape, the prompt
@@ -560,7 +562,7 @@ class CellResult:
                  "concurrency": self.cell.concurrency, "requests_per_round": self.cell.requests,
                  "warmup_requests": self.cell.warmup_requests, "rounds": len(self.records),
                  "ignore_eos": ignore_eos}
-        first = prompts.prompt(self.cell.input_tokens, first_index + self.cell.warmup_requests)
+        first = prompts.prompt(self.cell.input_tokens, self.first_index + self.cell.warmup_requests)
         return cell_entry(
             "throughput", self.cell.key, shape,
             samples=samples_ms(record for records in self.records for record in records),
@@ -640,4 +642,4 @@ async def measure_cell(target: EngineTarget, cell: Cell, prompts: PromptSource, 
                 f"{summary.completed}/{summary.requests} requests done, {errors}, {summary.wall_s:.1f} s, "
                 f"{tok_s:.1f} output tok/s")
     return CellResult(cell, summarize_cell(cell.key, summaries), all_records, warmup, generator.stamping,
-                      input_exact=prompts.exact, plan=plan)
+                      input_exact=prompts.exact, plan=plan, first_index=first_index)
