@@ -20,7 +20,10 @@ needs no engine:
   functions and under ``if TYPE_CHECKING:`` too: both only hide a circle, they do not break it);
 * every third-party module the package, ``fixtures/`` or ``tests/`` imports comes from a
   distribution ``pyproject.toml`` declares, not one that happens to be installed as
-  another package's dependency.
+  another package's dependency;
+* the suite's own requests go over one HTTP stack, aiohttp (``wire/http.py``): only the
+  SDK's client (:data:`OTHER_HTTP_CLIENT_USERS`) imports another HTTP client library
+  (httpx, urllib's), and the reference engine is apart.
 
 Each rule is a plain function over a source tree, and each is also run on a small tree
 written here with the defect it must catch.
@@ -56,6 +59,14 @@ REFERENCE_ENGINE_LAUNCHERS: Mapping[str, str] = {
     f"{PYTEST_PLUGIN}.option_catalog": "rejects an --inject name the built-in engine does not know, before starting it",
     f"{PYTEST_PLUGIN}.options": "turns --reference-latency into the built-in engine's latency model",
     f"{PACKAGE}.compare.run": "starts one built-in engine for each compared target named 'builtin'",
+}
+
+
+# HTTP client libraries other than aiohttp, the one stack of the suite's own requests
+# (engine_acceptance/wire/http.py), and the only modules that may import them, each with its reason.
+OTHER_HTTP_CLIENTS = ("httpx", "httpx2", "urllib.request", "requests", "http.client")
+OTHER_HTTP_CLIENT_USERS: Mapping[str, str] = {
+    f"{PACKAGE}.wire.client": "the openai SDK's client: the SDK's httpx transport is part of what the SDK checks test",
 }
 
 
@@ -254,6 +265,38 @@ def pytest_imports(root: Path) -> list[str]:
                 how = "" if found.at_load else f" ({found.when}, which counts all the same)"
                 problems.append(f"{found.where(root)} imports {found.module}{how}: only {PYTEST_PLUGIN} may "
                                 f"import pytest, so the library stays usable without it")
+    return problems
+
+
+def _other_http_client(found: Import) -> str | None:
+    """The HTTP client library one import loads (``from urllib import request`` too), or None."""
+    for client in OTHER_HTTP_CLIENTS:
+        if _within(found.module, client):
+            return client
+        parent, _, leaf = client.rpartition(".")
+        if parent and found.module == parent and leaf in found.names:
+            return client
+    return None
+
+
+def other_http_client_imports(root: Path, allowed: Mapping[str, str]) -> list[str]:
+    """Imports of an HTTP client other than aiohttp by the package, ``tests/`` or ``fixtures/``, but the
+    allowed modules and the reference engine; and allowed modules that no longer import one."""
+    problems = []
+    users = set()
+    for name, path in layered_modules(root).items():
+        if _within(name, REFERENCE_ENGINE):
+            continue
+        for found in imports_in(path, root):
+            client = _other_http_client(found)
+            if client is None:
+                continue
+            users.add(name)
+            if name not in allowed:
+                problems.append(f"{found.where(root)} imports {found.module}: the suite's own requests go through "
+                                f"aiohttp ({PACKAGE}/wire/http.py); {client} is only for the SDK's client")
+    problems += [f"{name} is allowed to import an HTTP client other than aiohttp but no longer does: drop it "
+                 f"from the allow-list" for name in allowed if name not in users]
     return problems
 
 
@@ -562,6 +605,11 @@ def test_the_architecture_doc_shows_the_layers_the_test_enforces() -> None:
     assert apart == APART, f"docs/architecture.md sets apart {apart}, the test {APART}"
 
 
+def test_the_suites_own_requests_use_one_http_stack() -> None:
+    problems = other_http_client_imports(ROOT, OTHER_HTTP_CLIENT_USERS)
+    assert not problems, _report(problems)
+
+
 def test_every_third_party_import_comes_from_a_declared_distribution() -> None:
     problems = undeclared_imports(ROOT, SHIPPED_FOLDERS, ROOT / "pyproject.toml")
     assert not problems, _report(problems)
@@ -581,7 +629,7 @@ def test_the_scan_sees_the_whole_package() -> None:
     """A scanner that read nothing would pass every rule: it must see the modules the rules are about."""
     modules = package_modules(ROOT)
     assert {f"{REFERENCE_ENGINE}.launcher", f"{PYTEST_PLUGIN}.plugin", f"{PACKAGE}.wire.client"} <= modules.keys()
-    assert len(import_graph(ROOT)[f"{PACKAGE}.wire.token_count"]) >= 2, "token_count imports the client and errors"
+    assert len(import_graph(ROOT)[f"{PACKAGE}.wire.token_count"]) >= 2, "token_count imports wire.http and errors"
 
 
 # --- each rule catches its defect ----------------------------------------------------------
@@ -638,6 +686,31 @@ def test_pytest_outside_the_plugin_is_caught_even_inside_a_function(tmp_path: Pa
     assert [problem.split(" imports ")[0] for problem in problems] == [
         f"{PACKAGE}/assertions.py:2", f"{PACKAGE}/settings.py:1", f"{PACKAGE}/typed.py:3"], problems
     assert "inside a function" in problems[0] and "TYPE_CHECKING" in problems[2]
+
+
+def test_an_http_client_beside_aiohttp_is_caught_outside_the_sdk_client(tmp_path: Path) -> None:
+    root = _tree(tmp_path, {
+        f"{PACKAGE}/wire/__init__.py": "",
+        f"{PACKAGE}/wire/client.py": "import aiohttp\nimport httpx2 as httpx\n",
+        f"{PACKAGE}/wire/http.py": "import aiohttp\nimport urllib.parse\n",
+        f"{PACKAGE}/wire/readiness.py": "import urllib.error\nimport urllib.request\n",
+        f"{PACKAGE}/wire/token_count.py": "def post():\n    import httpx\n",
+        f"{PACKAGE}/wire/probe.py": "from urllib import parse, request\n",
+        f"{PACKAGE}/reference_engine/__init__.py": "",
+        f"{PACKAGE}/reference_engine/vision.py": "import urllib.request\n",
+        "fixtures/__init__.py": "",
+        "fixtures/engine.py": "from http.client import HTTPConnection\n",
+    })
+    problems = other_http_client_imports(root, {f"{PACKAGE}.wire.client": "the SDK"})
+    assert [problem.split(": ")[0] for problem in problems] == [
+        f"{PACKAGE}/wire/probe.py:1 imports urllib",
+        f"{PACKAGE}/wire/readiness.py:2 imports urllib.request",
+        f"{PACKAGE}/wire/token_count.py:2 imports httpx",
+        "fixtures/engine.py:1 imports http.client",
+    ], problems
+    # An allowed module that dropped its import is named, so that the allowance goes too.
+    assert other_http_client_imports(root, {f"{PACKAGE}.wire.http": "x", f"{PACKAGE}.wire.client": "the SDK"})[-1] \
+        .startswith(f"{PACKAGE}.wire.http is allowed to import an HTTP client other than aiohttp but no longer does")
 
 
 def test_an_import_cycle_is_reported_as_a_chain(tmp_path: Path) -> None:

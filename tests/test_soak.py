@@ -8,7 +8,8 @@ when its engine profile names a Prometheus ``metrics_endpoint`` that answers. An
 failed request fails the soak; a rising error rate is named. A model without the
 image capability gets text only, and the report says why. Ctrl-C (or SIGTERM) ends
 the soak early: the report is written, then the run stops as interrupted.
-The pacing and the report are :mod:`engine_acceptance.load.soak.traffic`.
+The pacing and the report are :mod:`engine_acceptance.load.soak.traffic`, run through the
+load interface (:mod:`engine_acceptance.load.soak.workload`).
 """
 
 from __future__ import annotations
@@ -33,7 +34,9 @@ from engine_acceptance.wire.media_parts import image_part, user_turn
 from engine_acceptance.profiles.profile import DATA_ROOT
 from engine_acceptance.progress import Write, terminal_writer
 from engine_acceptance.report_attachments import attach_json
-from engine_acceptance.load.soak.traffic import SoakReport, SoakSettings, run_soak
+from engine_acceptance.load.soak.traffic import SoakSettings
+from engine_acceptance.load.soak.workload import SoakWorkload
+from engine_acceptance.load.workload import LoadContext
 from engine_acceptance.resources import read_yaml
 from engine_acceptance.wire.prometheus import parse_prometheus, pick_series
 from engine_acceptance.assertions import assert_no_problems
@@ -104,25 +107,28 @@ async def _metrics(client: RawStreamingClient, path: str) -> tuple[dict[str, flo
 
 async def test_mixed_traffic_soak_has_no_failed_request_and_no_rising_error_rate(
         suite_options, acceptance, engine_profile, model_profile, prompts, soak_write, request) -> None:
-    settings: SoakSettings = suite_options.soak
+    texts, image = _bodies(prompts, acceptance.engine.model, model_profile.reply_tokens)
+
+    async def send(index: int, kind: str) -> tuple[float | None, str | None]:
+        # On the client opened below for the soak's traffic and the engine's metrics around it.
+        body = image if kind == "image" else texts[index % len(texts)]
+        exchange = await client.post("/v1/chat/completions", body, stream=True)
+        if not exchange.ok or exchange.reply is None:
+            return exchange.elapsed_s, exchange.describe_failure()
+        if exchange.reply.problems:
+            return exchange.elapsed_s, "stream: " + "; ".join(exchange.reply.problems)
+        return exchange.elapsed_s, None
+
+    stop, fired = asyncio.Event(), []
+    soak = SoakWorkload(LoadContext(acceptance.target, progress=soak_write, send=send, stop=stop))
+    settings: SoakSettings = soak.settings(suite_options)
     notes = []
     if settings.image_share > 0 and not model_profile.has("image"):
         notes.append(f"text only, no image requests: {acceptance.skip_reason('image')}")
         settings = dataclasses.replace(settings, image_share=0.0)
-    texts, image = _bodies(prompts, acceptance.engine.model, model_profile.reply_tokens)
     metrics_path = engine_profile.features.get("metrics_endpoint")
 
-    stop, fired = asyncio.Event(), []
     async with RawStreamingClient(acceptance.target, pool_size=settings.workers + 1) as client:
-        async def send(index: int, kind: str) -> tuple[float | None, str | None]:
-            body = image if kind == "image" else texts[index % len(texts)]
-            exchange = await client.post("/v1/chat/completions", body, stream=True)
-            if not exchange.ok or exchange.reply is None:
-                return exchange.elapsed_s, exchange.describe_failure()
-            if exchange.reply.problems:
-                return exchange.elapsed_s, "stream: " + "; ".join(exchange.reply.problems)
-            return exchange.elapsed_s, None
-
         metrics_start = metrics_end = None
         metrics_note = (f"engine profile {engine_profile.name!r} names no metrics_endpoint: no memory or queue "
                         f"figures") if not metrics_path else None
@@ -131,14 +137,13 @@ async def test_mixed_traffic_soak_has_no_failed_request_and_no_rising_error_rate
         soak_write(f"{settings.minutes:g} min at {settings.rate_per_s:g} req/s, {settings.image_share:.0%} image, "
                    f"up to {settings.workers} workers (Ctrl-C ends it early with a report)")
         with _signals_end(stop, fired):
-            samples, observed, early = await run_soak(settings, send, stop=stop, progress=soak_write)
+            runs = await soak.run(settings, soak.schedule(settings))
         if metrics_path and metrics_start is not None:
             metrics_end, end_note = await _metrics(client, metrics_path)
             metrics_note = metrics_note or end_note
 
-    report = SoakReport(settings, observed, samples, ended_early=f"{fired[0]} after {observed / 60:.2f} min"
-                        if early and fired else None, metrics_start=metrics_start, metrics_end=metrics_end,
-                        metrics_note=metrics_note, notes=notes)
+    report = soak.result(settings, runs, ended_by=fired[0] if fired else None, metrics_start=metrics_start,
+                         metrics_end=metrics_end, metrics_note=metrics_note, notes=notes).report
     lines = report.table_lines()
     for line in lines:
         soak_write(line)

@@ -24,7 +24,7 @@ import allure
 import pytest
 
 from engine_acceptance.load.charts import workload_chart_png
-from engine_acceptance.load.generator import Cell, CellResult, PromptSource, measure_cell
+from engine_acceptance.load.generator import Cell, CellResult, PromptSource
 from engine_acceptance.report_attachments import attach_json
 from engine_acceptance.load.closed_loop.validity import (
     Recount,
@@ -36,8 +36,10 @@ from engine_acceptance.load.closed_loop.validity import (
 )
 from engine_acceptance.load.closed_loop.gate import check_thresholds, compare_with_baseline, nothing_compared
 from engine_acceptance.load.prompts import TextPrompts, recount_prompt_tokens
-from engine_acceptance.load.report import table_html, table_lines
+from engine_acceptance.load.report import table_html
 from engine_acceptance.load.closed_loop.settings import select_cells
+from engine_acceptance.load.closed_loop.workload import ClosedLoopWorkload
+from engine_acceptance.load.workload import LoadContext
 from engine_acceptance.assertions import assert_no_problems
 from engine_acceptance.provenance import BASELINE_PROPERTY, baseline_entry, describe
 from engine_acceptance.run_bundle import cells_property
@@ -70,12 +72,11 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("workload", workloads, ids=[w.id for w in workloads])
 
 
-async def _recount_first_measured_prompt(target, prompts: PromptSource, result: CellResult,
-                                         first_index: int) -> Recount:
+async def _recount_first_measured_prompt(target, prompts: PromptSource, result: CellResult) -> Recount:
     """Send the cell's first measured prompt once more: does the engine count it the same?"""
     records = result.records[0] if result.records else []
     in_load = records[0].prompt_tokens if records and records[0].ok else None
-    prompt = prompts.prompt(result.cell.input_tokens, first_index + result.cell.warmup_requests)
+    prompt = prompts.prompt(result.cell.input_tokens, result.first_index + result.cell.warmup_requests)
     again, error = await recount_prompt_tokens(target, prompt)
     return Recount(in_load, again, error)
 
@@ -90,25 +91,25 @@ def _input_tokens(result: CellResult, prompts: PromptSource, recount: Recount | 
 
 
 async def test_fixed_length_load_is_served_in_full_and_passes_the_gate(
-        workload, acceptance, engine_profile, throughput_settings, throughput_thresholds, throughput_write,
+        workload, acceptance, engine_profile, suite_options, throughput_thresholds, throughput_write,
         throughput_results, load_prompts, load_processes, request) -> None:
     prompts = await load_prompts(max(cell.input_tokens for cell in workload.cells))
     # Without ignore_eos the engine decides the output length: measured, but not checked.
     output_forced = engine_profile.supports_ignore_eos
-    results, recounts, index, first_indices = [], {}, 0, {}
-    for cell in workload.cells:
-        first_indices[cell.key] = index
-        throughput_write(f"{cell.key}: {throughput_settings.rounds} round(s) of {cell.requests} requests, "
-                         f"{cell.warmup_requests} warm-up; prompts from {prompts.source}")
-        if isinstance(prompts, TextPrompts):
-            throughput_write(f"{cell.key}: input tokens approximate: {prompts.describe(cell.input_tokens)}")
-        result = await measure_cell(acceptance.target, cell, prompts, rounds=throughput_settings.rounds,
-                                    ignore_eos=output_forced, first_index=index, progress=throughput_write,
-                                    processes=load_processes)
-        results.append(result)
+    recounts: dict[str, Recount] = {}
+
+    async def recount(result: CellResult) -> None:
+        # Between cells, as the load left the engine: text prompts' lengths are the engine's to count.
         if not prompts.exact:
-            recounts[cell.key] = await _recount_first_measured_prompt(acceptance.target, prompts, result, index)
-        index += cell.warmup_requests + cell.requests * throughput_settings.rounds
+            recounts[result.cell.key] = await _recount_first_measured_prompt(acceptance.target, prompts, result)
+
+    closed_loop = ClosedLoopWorkload(LoadContext(
+        acceptance.target, progress=throughput_write, prompts=prompts, ignore_eos=output_forced,
+        processes=load_processes, after_cell=recount))
+    throughput_settings = closed_loop.settings(suite_options)
+    # This workload's cells (one input/output length); the others are checks of their own.
+    results = await closed_loop.run(throughput_settings, workload.cells)
+    measured = closed_loop.result(throughput_settings, results)
 
     load_problems = {r.cell.key: error_problems(r) + length_problems(
         r, output_forced=output_forced, input_exact=prompts.exact, recount=recounts.get(r.cell.key))
@@ -121,11 +122,10 @@ async def test_fixed_length_load_is_served_in_full_and_passes_the_gate(
         request.node.user_properties.append((f"input_tokens[{r.cell.key}]",
                                              input_tokens_line(r, exact=prompts.exact, short=True)))
     # The figures of each cell (median [min-max] of rounds) for gate.json and the comparison driver.
-    request.node.user_properties.append(("throughput", json.dumps(
-        {r.cell.key: {name: spread.as_dict() for name, spread in r.summary.metrics.items()} for r in results})))
+    request.node.user_properties.append(("throughput", json.dumps(measured.figures())))
     # Every request's latencies, for a later diff of two runs (engine-acceptance diff, docs/diff.md).
-    request.node.user_properties.append(cells_property([
-        r.bundle_entry(prompts, ignore_eos=output_forced, first_index=first_indices[r.cell.key]) for r in results]))
+    request.node.user_properties.append(cells_property([r.bundle_entry(prompts, ignore_eos=output_forced)
+                                                        for r in results]))
     notes = [note for r in results for note in count_notes(
         r, output_forced=output_forced,
         ignore_eos_reason=f"engine profile {engine_profile.name!r} does not declare ignore_eos",
@@ -139,7 +139,7 @@ async def test_fixed_length_load_is_served_in_full_and_passes_the_gate(
     allure.attach(workload_chart_png(workload.name, results), name=f"{title}: chart",
                   attachment_type=allure.attachment_type.PNG)
     attach_json(f"{title}: every round", [r.as_dict() for r in results], acceptance.redactor)
-    for line in table_lines(results):
+    for line in measured.table().lines():
         throughput_write(line)
 
     problems = [problem for key in load_problems for problem in load_problems[key]]

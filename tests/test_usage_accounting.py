@@ -30,7 +30,6 @@ skipped with the reason.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -96,14 +95,10 @@ class PromptCounting:
 
 
 @pytest.fixture(scope="module")
-def prompt_counting(suite_options: AcceptanceOptions, acceptance: AcceptanceSession) -> Iterator[PromptCounting]:
+def prompt_counting(suite_options: AcceptanceOptions, acceptance: AcceptanceSession) -> PromptCounting:
     endpoint = acceptance.tokenize_endpoint
     server = ServerTokenCounter(acceptance.target, endpoint) if endpoint is not None else None
-    try:
-        yield PromptCounting(server, suite_options.tokenizer)
-    finally:
-        if server is not None:
-            server.close()
+    return PromptCounting(server, suite_options.tokenizer)
 
 
 def _conversation(prompts: dict[str, Any]) -> list[dict[str, str]]:

@@ -36,7 +36,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import gc
-import hashlib
 import json
 import random
 import time
@@ -545,29 +544,36 @@ class CellResult:
     input_exact: bool = True
     # How many client processes measured the cell, and why (None: one, from before the plan existed).
     plan: ProcessPlan | None = None
+    # The prompt index its warm-up started at: its measured prompts follow the warm-up's.
+    first_index: int = 0
 
     @property
     def processes(self) -> int:
         return self.plan.processes if self.plan is not None else 1
 
-    def bundle_entry(self, prompts: PromptSource, *, ignore_eos: bool, first_index: int) -> dict[str, Any]:
+    def bundle_entry(self, prompts: PromptSource, *, ignore_eos: bool) -> dict[str, Any]:
         """The cell for the run bundle: its shape, every measured request's latencies, each round's throughput.
 
-        Two runs' cells compare only when their requests were the same: the shape, the prompt
-        kind and seed, and the first measured prompt itself (another tokenizer cuts other ids).
+        Two runs' cells compare when they sent the same kind of requests: the shape and the
+        prompts' kind (exact token ids or text of an estimated length) and origin. The seed is
+        kept beside it, not in the request set: by default each run draws its prompts from the
+        corpus with a random one (--throughput-seed fixes it), as a benchmark run draws its
+        random dataset, so two runs send prompts of the same lengths from the same corpus.
         """
         shape = {"input_tokens": self.cell.input_tokens, "output_tokens": self.cell.output_tokens,
                  "concurrency": self.cell.concurrency, "requests_per_round": self.cell.requests,
                  "warmup_requests": self.cell.warmup_requests, "rounds": len(self.records),
                  "ignore_eos": ignore_eos}
-        first = prompts.prompt(self.cell.input_tokens, first_index + self.cell.warmup_requests)
-        return cell_entry(
+        # Where the ids came from, without the tokenizer file's path (another machine's is elsewhere).
+        origin = ("text" if not prompts.exact else
+                  "engine tokenize" if prompts.source.startswith("engine") else "local tokenizer")
+        entry = cell_entry(
             "throughput", self.cell.key, shape,
             samples=samples_ms(record for records in self.records for record in records),
             rounds={name: list(self.summary.metrics[name].rounds) for name in ("output_tok_s", "request_per_s")
                     if name in self.summary.metrics},
-            request_set_parts=("token ids" if prompts.exact else "text", prompts.seed,
-                               hashlib.sha256(json.dumps(first).encode()).hexdigest()[:16]))
+            request_set_parts=(origin,))
+        return {**entry, "prompt_seed": prompts.seed}
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -640,4 +646,4 @@ async def measure_cell(target: EngineTarget, cell: Cell, prompts: PromptSource, 
                 f"{summary.completed}/{summary.requests} requests done, {errors}, {summary.wall_s:.1f} s, "
                 f"{tok_s:.1f} output tok/s")
     return CellResult(cell, summarize_cell(cell.key, summaries), all_records, warmup, generator.stamping,
-                      input_exact=prompts.exact, plan=plan)
+                      input_exact=prompts.exact, plan=plan, first_index=first_index)

@@ -13,16 +13,19 @@ whatever it measures and however differently its cells are paced:
 
 A workload is built on a :class:`LoadContext` (the engine and how to reach it), so the
 steps take only what differs between workloads. The adapters (each subpackage's
-``workload.py``) are thin on purpose: they call the workload's own functions, which
-a check still calls directly where it needs more than the four steps (the throughput
-smoke recounts prompts between cells; the soak reads the engine's metrics around its
-traffic and ends early on a signal).
+``workload.py``) are thin on purpose: they call the workload's own functions, and every
+check runs its workload through the four steps. What a check does around them goes
+through the context: ``after_cell`` is awaited with each cell's result as soon as it is
+measured, before the next cell starts (the throughput smoke sends a prompt again there
+to see the engine count it the same), and ``stop`` ends a run early (the soak, on a
+signal). A workload's ``result`` may take keyword arguments for what only its check
+observes around the run (the soak: the engine's metrics before and after it).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -36,6 +39,8 @@ RunT = TypeVar("RunT")
 
 # One request of the soak: (index, "text" or "image") -> (E2E seconds or None, error or None).
 SoakSend = Callable[[int, str], Any]
+# Awaited with one cell's result (the workload's run type) as soon as the cell is measured.
+AfterCell = Callable[[Any], Awaitable[None]]
 
 
 @dataclass(frozen=True)
@@ -44,7 +49,8 @@ class LoadContext:
 
     Each workload reads the fields it uses: the token workloads (closed and open loop) the
     prompts, ``ignore_eos`` and the client processes; the media load how video is sent;
-    the soak the function that sends one of its requests, and what ends it early.
+    the soak the function that sends one of its requests, and what ends it early. Every
+    workload awaits ``after_cell`` (when given) with each cell's result, in order.
     """
 
     target: EngineTarget
@@ -58,6 +64,7 @@ class LoadContext:
     content_type: str = "image_url"
     send: SoakSend | None = None
     stop: asyncio.Event | None = None
+    after_cell: AfterCell | None = None
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from typing import Any
 
 import aiohttp
 
+from engine_acceptance.wire import http
 from engine_acceptance.wire.client import RawStreamingClient
 from engine_acceptance.wire.types import EngineTarget
 from engine_acceptance.wire.prometheus import Gauge, parse_prometheus, read_gauge
@@ -58,10 +59,8 @@ class Cut:
 
 
 def _session(target: EngineTarget) -> aiohttp.ClientSession:
-    # force_close: a connection per request, closed with it, so a cut is a TCP close the engine sees.
-    connector = aiohttp.TCPConnector(force_close=True, limit=0)
-    timeout = aiohttp.ClientTimeout(total=target.timeouts.total, sock_connect=target.timeouts.connect)
-    return aiohttp.ClientSession(connector=connector, timeout=timeout, headers=target.auth_headers())
+    # A connection per request, closed with it (http.session), so a cut is a TCP close the engine sees.
+    return http.session(timeout=http.deadline_timeout(target.timeouts), headers=target.auth_headers())
 
 
 def _url(target: EngineTarget) -> str:

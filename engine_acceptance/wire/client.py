@@ -1,5 +1,9 @@
 """The two HTTP clients: the openai SDK for functional checks, aiohttp for timing.
 
+The SDK's client is the only httpx in the suite: there the SDK and its transport are the
+point. Every other request of the suite's own goes through aiohttp, its sessions opened
+by :mod:`engine_acceptance.wire.http`.
+
 Functional checks speak through ``openai.AsyncOpenAI`` because applications do;
 it never retries (``max_retries=0``): a gate that retries silently hides the
 failures it exists to find. Streamed bytes are read raw from the SDK's response
@@ -54,6 +58,7 @@ import httpx2 as httpx
 import openai
 
 from engine_acceptance.wire import health as engine_health
+from engine_acceptance.wire import http
 from engine_acceptance.wire.reassembly import reassemble_stream, reply_from_body
 from engine_acceptance.wire.sse import SSEParser
 from engine_acceptance.wire.types import ClientTimeouts, EngineTarget, Exchange
@@ -88,10 +93,11 @@ IDLE_CONNECTION_REUSE_S = 2.0
 
 @functools.cache
 def tls_context() -> ssl.SSLContext:
-    """The verifying TLS context every httpx client of the suite shares (httpx's default, made once).
+    """The verifying TLS context every SDK client of the suite shares (httpx's default, made once).
 
     Building one reads the whole CA bundle, about 60 ms of CPU; a run makes a client for each
     check, and each made its own (as much CPU as the check's requests on a local engine).
+    (aiohttp builds its verifying default once, at import.)
     """
     return httpx.create_ssl_context()
 
@@ -328,17 +334,13 @@ class RawStreamingClient:
 
     def __init__(self, target: EngineTarget, *, pool_size: int = 16) -> None:
         self.target = target
-        timeouts = target.timeouts
-        # No sock_read: it counts every read alike, the wait for a non-streamed reply
-        # included. The client's own idle timer (_silence) bounds the silences that mean a fault.
-        self._timeout = aiohttp.ClientTimeout(total=timeouts.total, sock_connect=timeouts.connect)
         self._pool_size = pool_size
         self._session: aiohttp.ClientSession | None = None
 
     async def __aenter__(self) -> "RawStreamingClient":
-        # A connection of its own for each request, closed after it (IDLE_CONNECTION_REUSE_S).
-        connector = aiohttp.TCPConnector(limit=self._pool_size, limit_per_host=self._pool_size, force_close=True)
-        self._session = aiohttp.ClientSession(connector=connector, timeout=self._timeout)
+        # A connection of its own for each request, closed after it (IDLE_CONNECTION_REUSE_S); no
+        # sock_read: the client's own idle timer (_silence) bounds the silences that mean a fault.
+        self._session = http.session(timeout=http.deadline_timeout(self.target.timeouts), pool_size=self._pool_size)
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import aiohttp
 
+from engine_acceptance.wire import http
 from engine_acceptance.wire.types import EngineTarget, Exchange
 
 __all__ = ["HEALTH_PROBE_TIMEOUT_S", "EngineLost", "check_after_failure", "forget", "lost", "mark_lost"]
@@ -78,7 +79,7 @@ async def probe_health(base_url: str, timeout_s: float) -> str | None:
     """None when ``GET /health`` answers 200 within ``timeout_s``; otherwise what happened."""
     url = _key(base_url) + "/health"
     try:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=timeout_s)) as session:
+        async with http.session(timeout=aiohttp.ClientTimeout(total=timeout_s)) as session:
             async with session.get(url) as response:
                 if response.status == 200:
                     return None

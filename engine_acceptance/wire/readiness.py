@@ -3,21 +3,19 @@
 TEST-PLAN §0: ``/health`` must answer 200 within the readiness budget, the served
 model must be listed, and the engine's kind and version go into the report. An
 engine that cannot be reached ends the run here with one message, instead of
-every test waiting for its own timeout. Plain ``urllib`` keeps this synchronous
-and independent of the event loop the tests use.
+every test waiting for its own timeout. The requests go through
+:func:`~engine_acceptance.wire.http.fetch_sync` (aiohttp on a loop and a thread of its
+own), which keeps this synchronous and independent of the event loop the tests use.
 """
 
 from __future__ import annotations
 
-import json
-import socket
 import time
-import urllib.error
-import urllib.request
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
 from engine_acceptance.errors import EngineUnavailable
+from engine_acceptance.wire import http
 
 __all__ = ["EngineInfo", "EngineUnavailable", "KnownEngine", "detect_engine", "wait_until_ready"]
 
@@ -69,35 +67,16 @@ class EngineInfo:
         return cls(**data)
 
 
-@dataclass
-class _Answer:
-    status: int | None
-    body: bytes = b""
-    error: str | None = None
-    refused: bool = False
-
-    def json(self) -> Any:
-        try:
-            return json.loads(self.body)
-        except ValueError:
-            return None
+# How much of an answer is read: a model list or a version document is a few KB.
+ANSWER_LIMIT_BYTES = 1 << 20
 
 
-def _get(url: str, *, timeout: float, api_key: str | None = None) -> _Answer:
-    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            return _Answer(response.status, response.read(1 << 20))
-    except urllib.error.HTTPError as exc:
-        return _Answer(exc.code, exc.read(1 << 16) if exc.fp else b"")
-    except urllib.error.URLError as exc:
-        reason = exc.reason
-        refused = isinstance(reason, (ConnectionRefusedError, socket.gaierror)) or "refused" in str(reason).lower()
-        return _Answer(None, error=f"{type(reason).__name__}: {reason}", refused=refused)
-    except (TimeoutError, socket.timeout):
-        return _Answer(None, error=f"no answer within {timeout:g}s")
-    except (ConnectionError, OSError) as exc:
-        return _Answer(None, error=f"{type(exc).__name__}: {exc}")
+def _get(url: str, *, timeout: float, api_key: str | None = None) -> http.Answer:
+    # Each wait bounded by the probe timeout, as urllib's socket timeout bounded them before;
+    # proxies from the environment, as urllib read them.
+    return http.fetch_sync("GET", url, timeout=http.per_wait_timeout(connect=timeout, read=timeout),
+                           headers={"Authorization": f"Bearer {api_key}"} if api_key else {},
+                           limit=ANSWER_LIMIT_BYTES)
 
 
 def wait_until_ready(
@@ -126,7 +105,7 @@ def wait_until_ready(
     deadline_refused = started + startup_timeout
     deadline = started + max(readiness_timeout, startup_timeout)
     last_progress = started
-    last: _Answer | None = None
+    last: http.Answer | None = None
     while True:
         remaining = deadline - time.monotonic()
         last = _get(url, timeout=max(0.5, min(probe_timeout, remaining)), api_key=api_key)

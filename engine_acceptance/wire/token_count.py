@@ -39,14 +39,16 @@ import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-import httpx2 as httpx
 from tokenizers import Tokenizer
 
-from engine_acceptance.wire.client import tls_context
+from engine_acceptance.wire import http
 from engine_acceptance.wire.types import EngineTarget
 from engine_acceptance.errors import EngineAcceptanceError
+
+if TYPE_CHECKING:
+    import aiohttp
 
 __all__ = [
     "CharacterCounter",
@@ -142,7 +144,11 @@ class LocalTokenCounter:
 
 
 class ServerTokenCounter:
-    """Counts with the engine's ``/tokenize`` endpoint (synchronous HTTP)."""
+    """Counts with the engine's ``/tokenize`` endpoint (synchronous HTTP, :func:`~engine_acceptance.wire.http.run_sync`).
+
+    It holds no connection between calls: each call opens a session, sends its requests one
+    after another, each on a connection of its own, and closes it.
+    """
 
     kind = "server"
     # Each piece is one HTTP request: bigger pieces, fewer round trips.
@@ -151,25 +157,16 @@ class ServerTokenCounter:
     def __init__(self, target: EngineTarget, endpoint: str) -> None:
         self.target = target
         self.endpoint = endpoint
-        timeouts = target.timeouts
-        self._client = httpx.Client(
-            base_url=target.base_url.rstrip("/"),
-            headers=target.auth_headers(),
-            timeout=httpx.Timeout(timeouts.total, connect=timeouts.connect),
-            verify=tls_context(),
-        )
-
-    def close(self) -> None:
-        self._client.close()
 
     def describe(self) -> str:
         return f"server POST {self.endpoint} at {self.target.base_url}"
 
     def count(self, text: str) -> int:
-        return self._post({"model": self.target.model, "prompt": text, "add_special_tokens": False})
+        return self.count_many([text])[0]
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
-        return [self.count(text) for text in texts]
+        return self._post_all([{"model": self.target.model, "prompt": text, "add_special_tokens": False}
+                               for text in texts])
 
     def count_conversation(self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True) -> int:
         """Tokens of the conversation as the engine's chat template renders it for a reply."""
@@ -177,23 +174,46 @@ class ServerTokenCounter:
                            "add_generation_prompt": add_generation_prompt})
 
     def _post(self, body: dict[str, Any]) -> int:
+        return self._post_all([body])[0]
+
+    def _post_all(self, bodies: Sequence[dict[str, Any]]) -> list[int]:
+        """The count of each body, in order, from requests sent one after another on one loop."""
+        if not bodies:
+            return []
+        url = self.target.base_url.rstrip("/") + self.endpoint
+
+        async def send() -> list[int]:
+            async with _session(self.target) as client:
+                # No redirect followed: aiohttp would send a redirected POST on as a GET.
+                return [self._count_in(await http.fetch(client, "POST", url, json_body=body, follow_redirects=False))
+                        for body in bodies]
+
+        return http.run_sync(send)
+
+    def _count_in(self, answer: http.Answer) -> int:
+        if answer.status is None:
+            raise TokenCountError(f"POST {self.endpoint} failed: {answer.error}")
+        if answer.status != 200:
+            raise TokenCountError(f"POST {self.endpoint} answered HTTP {answer.status}: {answer.text()[:300]}")
         try:
-            response = self._client.post(self.endpoint, json=body)
-        except httpx.HTTPError as exc:
-            raise TokenCountError(f"POST {self.endpoint} failed: {type(exc).__name__}: {exc}") from exc
-        if response.status_code != 200:
-            raise TokenCountError(f"POST {self.endpoint} answered HTTP {response.status_code}: {response.text[:300]}")
-        try:
-            data = response.json()
-        except json.JSONDecodeError as exc:
-            raise TokenCountError(f"POST {self.endpoint} answered non-JSON: {response.text[:300]}") from exc
+            data = json.loads(answer.body)
+        except ValueError as exc:
+            raise TokenCountError(f"POST {self.endpoint} answered non-JSON: {answer.text()[:300]}") from exc
         count = data.get("count") if isinstance(data, dict) else None
         if isinstance(count, int):
             return count
         tokens = data.get("tokens") if isinstance(data, dict) else None
         if isinstance(tokens, list):
             return len(tokens)
-        raise TokenCountError(f"POST {self.endpoint} answer has neither 'count' nor 'tokens': {response.text[:300]}")
+        raise TokenCountError(f"POST {self.endpoint} answer has neither 'count' nor 'tokens': {answer.text()[:300]}")
+
+
+def _session(target: EngineTarget) -> aiohttp.ClientSession:
+    """The target's key; connecting bounded by the connect timeout and each read by the total (httpx's
+    ``Timeout(total, connect=connect)``, which these requests had before); proxies from the environment."""
+    timeouts = target.timeouts
+    return http.session(timeout=http.per_wait_timeout(connect=timeouts.connect, read=timeouts.total),
+                        headers=target.auth_headers(), proxies_from_environment=True)
 
 
 def newline_boundaries_are_additive(counter: TokenCounter, lines: Sequence[str]) -> tuple[bool, str]:
@@ -339,22 +359,25 @@ class TokenEstimate:
 
 def usage_prompt_tokens(target: EngineTarget, path: str, body: Mapping[str, Any]) -> int:
     """POST one non-streamed request under ``/v1`` and return its ``usage.prompt_tokens``."""
-    timeouts = target.timeouts
-    try:
-        with httpx.Client(headers=target.auth_headers(), verify=tls_context(),
-                          timeout=httpx.Timeout(timeouts.total, connect=timeouts.connect)) as client:
-            response = client.post(target.v1_url + path, json=dict(body))
-    except httpx.HTTPError as exc:
-        raise TokenCountError(f"POST /v1{path} failed: {type(exc).__name__}: {exc}") from exc
-    if response.status_code != 200:
-        raise TokenCountError(f"POST /v1{path} answered HTTP {response.status_code}: {response.text[:300]}")
-    try:
-        usage = response.json().get("usage")
-    except (json.JSONDecodeError, AttributeError):
-        raise TokenCountError(f"POST /v1{path} answered no JSON object: {response.text[:300]}") from None
+
+    async def send() -> http.Answer:
+        async with _session(target) as client:
+            # No redirect followed, as in ServerTokenCounter.
+            return await http.fetch(client, "POST", target.v1_url + path, json_body=dict(body),
+                                    follow_redirects=False)
+
+    answer = http.run_sync(send)
+    if answer.status is None:
+        raise TokenCountError(f"POST /v1{path} failed: {answer.error}")
+    if answer.status != 200:
+        raise TokenCountError(f"POST /v1{path} answered HTTP {answer.status}: {answer.text()[:300]}")
+    payload = answer.json()
+    if not isinstance(payload, dict):
+        raise TokenCountError(f"POST /v1{path} answered no JSON object: {answer.text()[:300]}")
+    usage = payload.get("usage")
     count = usage.get("prompt_tokens") if isinstance(usage, dict) else None
     if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-        raise TokenCountError(f"POST /v1{path} answered without usage.prompt_tokens: {response.text[:300]}")
+        raise TokenCountError(f"POST /v1{path} answered without usage.prompt_tokens: {answer.text()[:300]}")
     return count
 
 

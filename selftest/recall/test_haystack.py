@@ -194,13 +194,10 @@ def test_exported_tokenizer_counts_like_the_server(engine: str, tmp_path: Path) 
         assert json.loads(response.read()) == json.loads(path.read_text(encoding="utf-8"))
     local = LocalTokenCounter.from_file(path)
     server = ServerTokenCounter(EngineTarget(engine, "reference-model"), "/tokenize")
-    try:
-        text = FillerWriter(1).paragraph() + "jade-10-1-123456 <|user|>"
-        assert local.count(text) == server.count(text) == len(text.encode("utf-8")) - len("<|user|>") + 1
-        messages = [{"role": "user", "content": text}]
-        assert server.count_conversation(messages) == local.count(text) + 5  # <|user|>\n … \n<|assistant|>\n
-    finally:
-        server.close()
+    text = FillerWriter(1).paragraph() + "jade-10-1-123456 <|user|>"
+    assert local.count(text) == server.count(text) == len(text.encode("utf-8")) - len("<|user|>") + 1
+    messages = [{"role": "user", "content": text}]
+    assert server.count_conversation(messages) == local.count(text) + 5  # <|user|>\n … \n<|assistant|>\n
 
 
 def test_measuring_command_counts_with_the_tokenizer_json_it_is_given(tokenizer_json: Path,
@@ -226,11 +223,8 @@ def test_measuring_command_needs_a_tokenizer_and_says_how_to_get_the_reference_o
 
 def test_server_counter_reports_a_refusal(engine: str) -> None:
     server = ServerTokenCounter(EngineTarget(engine, "no-such-model"), "/tokenize")
-    try:
-        with pytest.raises(TokenCountError, match="HTTP 404"):
-            server.count("text")
-    finally:
-        server.close()
+    with pytest.raises(TokenCountError, match="HTTP 404"):
+        server.count("text")
 
 
 def test_accounting_compares_usage_with_the_engines_conversation_count() -> None:

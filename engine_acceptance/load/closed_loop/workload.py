@@ -1,10 +1,12 @@
 """The closed-loop workload (the throughput smoke) behind the load interface.
 
 Settings are ``--throughput-*`` (:class:`ThroughputSettings`); the schedule its selected
-cells; a run measures them one after another, saying each as it starts, with prompt
-indices that never repeat between cells; the result is the cells' medians of rounds and
-the throughput table. ``tests/test_throughput.py`` measures its cells itself: between two
-cells it sends a text prompt again to see that the engine counts it the same.
+cells; a run measures them one after another, saying each as it starts (and, for text
+prompts, how long they are estimated to be), with prompt indices that never repeat
+between cells; the result is the cells' medians of rounds and the throughput table.
+``tests/test_throughput.py`` runs one workload's cells (input/output tokens) at a time,
+and between two cells sends a text prompt again (the context's ``after_cell``) to see
+that the engine counts it the same.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 from engine_acceptance.load.closed_loop.settings import ThroughputSettings
 from engine_acceptance.load.generator import Cell, CellResult, measure_cell
+from engine_acceptance.load.prompts import TextPrompts
 from engine_acceptance.load.report import table_header, table_rows
 from engine_acceptance.load.workload import LoadContext, Table
 
@@ -56,9 +59,14 @@ class ClosedLoopWorkload:
         for cell in cells:
             say(f"{cell.key}: {settings.rounds} round(s) of {cell.requests} requests, {cell.warmup_requests} "
                 f"warm-up; prompts from {prompts.source}")
-            results.append(await measure_cell(
+            if isinstance(prompts, TextPrompts):
+                say(f"{cell.key}: input tokens approximate: {prompts.describe(cell.input_tokens)}")
+            result = await measure_cell(
                 self.context.target, cell, prompts, rounds=settings.rounds, ignore_eos=self.context.ignore_eos,
-                first_index=self.next_index, progress=self.context.progress, processes=self.context.processes))
+                first_index=self.next_index, progress=self.context.progress, processes=self.context.processes)
+            results.append(result)
+            if self.context.after_cell is not None:
+                await self.context.after_cell(result)
             self.next_index += cell.warmup_requests + cell.requests * settings.rounds
         return results
 

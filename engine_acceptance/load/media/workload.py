@@ -62,8 +62,11 @@ class MediaWorkload:
         for cell in cells:
             say(f"{cell.key}: {settings.rounds} round(s) of {cell.requests} requests with "
                 f"{' + '.join(cell.input.files)}, {cell.warmup_requests} warm-up")
-            results.append(await measure_media_cell(self.context.target, cell, content_type=self.context.content_type,
-                                                    rounds=settings.rounds, progress=self.context.progress))
+            result = await measure_media_cell(self.context.target, cell, content_type=self.context.content_type,
+                                              rounds=settings.rounds, progress=self.context.progress)
+            results.append(result)
+            if self.context.after_cell is not None:
+                await self.context.after_cell(result)
         return results
 
     def result(self, settings: MediaLoadSettings, runs: Sequence[MediaCellResult]) -> MediaResult:

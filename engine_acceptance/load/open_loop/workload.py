@@ -67,9 +67,12 @@ class OpenLoopWorkload:
         for cell in cells:
             say(f"{cell.key}: {cell.requests} requests at {format_rate(cell.rate)} req/s, burstiness "
                 f"{format_rate(cell.burstiness)}, load seed {cell.seed}; {cell.warmup_requests} warm-up")
-            results.append(await measure_rate_cell(
+            result = await measure_rate_cell(
                 self.context.target, cell, self.context.prompts, ignore_eos=self.context.ignore_eos,
-                first_index=self.next_index, progress=self.context.progress, processes=self.context.processes))
+                first_index=self.next_index, progress=self.context.progress, processes=self.context.processes)
+            results.append(result)
+            if self.context.after_cell is not None:
+                await self.context.after_cell(result)
             self.next_index += cell.warmup_requests + cell.requests
         return results
 
