@@ -5,10 +5,11 @@
     engine-acceptance diff BASE NEW         # what changed between two runs' bundles (docs/diff.md)
 
 ``diff`` as the first argument runs the diff of two stored runs
-(:mod:`engine_acceptance.diff`) and nothing else. Otherwise every argument goes to pytest. The command is pytest with the suite's checks as the paths
-to collect, the suite's folder as rootdir (so reports name checks ``tests/test_text.py::...``
-as in the checkout), the same report defaults as the checkout's
-``pytest.ini``, and no ini file or cache of the current folder's project. ``pytest`` is
+(:mod:`engine_acceptance.diff`) and nothing else. Otherwise every argument goes to pytest.
+The command is pytest with the suite's checks as the paths to collect, the suite's folder
+as rootdir (so reports name checks ``tests/test_text.py::...`` as in the checkout), the
+same report defaults as the checkout's ``pytest.ini``, and no ini file or cache of the
+current folder's project. ``pytest`` is
 exec'd rather than imported, so signals and the exit code are pytest's own.
 """
 
@@ -40,7 +41,7 @@ def suite_command(args: Sequence[str], *, report_defaults: bool = True) -> list[
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ["diff"]:
-        # Imported here: a suite run (every other command) never loads the diff and its numpy.
+        # Imported here: every other command execs pytest at once and needs none of the diff.
         from engine_acceptance.diff.command import main as diff_main
 
         return diff_main(arguments[1:])

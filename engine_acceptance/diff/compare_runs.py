@@ -284,12 +284,14 @@ def _capability_findings(base: Bundle, new: Bundle) -> list[Finding]:
         if was != now:
             kind = (REGRESSION if was == SERVED and now in NOT_SERVING else
                     IMPROVEMENT if now == SERVED and was in NOT_SERVING else CHANGE)
-            findings.append(Finding(VERDICT, kind, subject, "discovered", was, now, note=str(row.get("evidence") or "")))
+            findings.append(Finding(VERDICT, kind, subject, "discovered", was, now,
+                                    note=str(row.get("evidence") or "")))
         if row.get("required") and (row.get("failed") or 0) > 0 and not (before.get("failed") or 0):
             findings.append(Finding(VERDICT, REGRESSION, subject, "required, now failing",
                                     f"{before.get('failed') or 0} failed", f"{row['failed']} failed"))
         if row.get("coverage_failure") and not before.get("coverage_failure"):
-            findings.append(Finding(VERDICT, REGRESSION, subject, "coverage failure", "-", str(row["coverage_failure"])))
+            findings.append(Finding(VERDICT, REGRESSION, subject, "coverage failure", "-",
+                                    str(row["coverage_failure"])))
         elif before.get("coverage_failure") and not row.get("coverage_failure"):
             findings.append(Finding(VERDICT, IMPROVEMENT, subject, "coverage failure cleared",
                                     str(before["coverage_failure"]), "-"))

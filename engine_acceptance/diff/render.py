@@ -19,6 +19,7 @@ import numpy as np
 
 from engine_acceptance.diff.bundle import Bundle
 from engine_acceptance.diff.compare_runs import (
+    CHANGE,
     CHECKS,
     IMPROVEMENT,
     PERFORMANCE,
@@ -34,8 +35,8 @@ from engine_acceptance.reporting import html as html_format
 from engine_acceptance.reporting import markdown, terminal
 from engine_acceptance.reporting.table import Table
 
-__all__ = ["diff_tables", "json_document", "render_html", "render_markdown", "render_terminal", "summary_line",
-           "json_text"]
+__all__ = ["diff_tables", "json_document", "json_text", "render_html", "render_markdown", "render_terminal",
+           "summary_line"]
 
 TITLES = {VERDICT: "1. Verdict and capabilities", CHECKS: "2. Checks whose outcome changed",
           PERFORMANCE: "3. Performance", RATES: "4. Rates"}
@@ -56,15 +57,18 @@ def summary_line(report: DiffReport) -> str:
     """One line: how many regressions, improvements and changes, and what stayed within noise."""
     within = sum(f.kind == UNCHANGED for f in report.findings)
     parts = [f"{report.count(REGRESSION)} regression(s)", f"{report.count(IMPROVEMENT)} improvement(s)",
-             f"{report.count('change')} other change(s)", f"{within} comparison(s) within noise or tolerance",
+             f"{report.count(CHANGE)} other change(s)", f"{within} comparison(s) within noise or tolerance",
              f"{len(report.not_compared)} not compared"]
     return ", ".join(parts)
 
 
 def _signed(value: float | None, unit: str) -> str:
+    """A relative change in percent, a difference of shares in percentage points."""
     if value is None:
         return "-"
-    return f"{100 * value:+.1f}%" if unit == "relative" else f"{100 * value:+.1f} pts" if unit == "difference" else f"{value:+.3g}"
+    if unit == "relative":
+        return f"{100 * value:+.1f}%"
+    return f"{100 * value:+.1f} pts" if unit == "difference" else f"{value:+.3g}"
 
 
 def _interval(finding: Finding) -> str:
@@ -122,6 +126,7 @@ def _lead(report: DiffReport) -> list[str]:
 
 
 def render_terminal(report: DiffReport, *, everything: bool = False) -> str:
+    """The diff for a terminal: the lead lines, then each section's table (or its one-line note)."""
     lines = ["engine-acceptance diff", *_lead(report), ""]
     for table in diff_tables(report, everything=everything):
         if table.rows:
@@ -134,6 +139,7 @@ def render_terminal(report: DiffReport, *, everything: bool = False) -> str:
 
 
 def _clipped(table: Table) -> Table:
+    """The table with every cell cut to NOTE_LIMIT characters."""
     return Table.of(table.title, table.header, [tuple(c if len(c) <= NOTE_LIMIT else c[:NOTE_LIMIT - 1] + "…"
                                                       for c in row) for row in table.rows], table.notes)
 
@@ -217,7 +223,7 @@ def json_document(report: DiffReport) -> dict[str, Any]:
         "base": {"path": str(report.base.path), "label": report.base.label, "suite_version": report.base.suite_version},
         "new": {"path": str(report.new.path), "label": report.new.label, "suite_version": report.new.suite_version},
         "summary": {"regressions": report.count(REGRESSION), "improvements": report.count(IMPROVEMENT),
-                    "changes": report.count("change"), "unchanged": report.count(UNCHANGED),
+                    "changes": report.count(CHANGE), "unchanged": report.count(UNCHANGED),
                     "not_compared": len(report.not_compared)},
         "notes": list(report.notes),
         "findings": [{**asdict(f), "source": list(f.source)} for f in report.findings],
