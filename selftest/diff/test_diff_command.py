@@ -111,3 +111,14 @@ def test_python_dash_m_runs_the_diff(clean: tuple[Path, Path]) -> None:
     done = subprocess.run([sys.executable, "-m", "engine_acceptance.diff", str(base), str(new), "--fail-on=never"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0 and "No significant change" in done.stdout, done.stderr
+
+
+def test_markdown_folds_at_most_200_comparisons_and_says_where_the_rest_are(tmp_path: Path) -> None:
+    cells = [cell(seed, key=f"128/128@{seed}") for seed in range(1, 16)]  # 15 cells of 18 comparisons
+    base, new = write(tmp_path / "base", bundle(1, cells=cells)), write(tmp_path / "new", bundle(2, cells=cells))
+    markdown = tmp_path / "diff.md"
+    main([str(base), str(new), f"--markdown={markdown}"])
+    text = markdown.read_text()
+    assert "Every comparison without a significant change (272)" in text  # and 2 rates
+    assert "72 more not shown here: --json and --html list every comparison." in text
+    assert text.count("| unchanged |") == 200 and len(text) < 65536
