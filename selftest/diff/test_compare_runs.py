@@ -181,3 +181,13 @@ def test_tool_call_f1_that_dropped_is_a_regression_and_a_rate_in_one_run_is_not_
     assert [(item.what, item.why) for item in report.not_compared] == [
         (f"rate trials of {CHECK_IDS[0]}", "only in NEW"),
         ("rate tool_schema_valid of tests/test_tool_accuracy.py::test_schemas", "only in BASE")]
+
+
+def test_a_run_that_did_not_finish_is_said_and_its_missing_parts_are_not_compared() -> None:
+    new = bundle(2, checks=[], cells=[], rates=[], confusions=[])
+    new["verdict"].update(gate="fail", engine_unavailable="engine unreachable at http://127.0.0.1:9")
+    report = diff(bundle(1), new)
+    assert "The NEW run did not finish (engine unreachable at http://127.0.0.1:9)" in report.notes[0]
+    assert report.findings[0].kind == REGRESSION and report.findings[0].subject == "gate"
+    assert {f.metric for f in report.of(CHECKS)} == {"only in BASE"}
+    assert {item.why for item in report.not_compared} == {"only in BASE"}
