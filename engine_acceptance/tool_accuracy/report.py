@@ -7,11 +7,10 @@ be a regression against itself (``engine_acceptance.provenance``), never accurac
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Sequence
 
-from engine_acceptance.load.charts import png_of, pyplot
+from engine_acceptance.reporting.charts import png_of, pyplot
+from engine_acceptance.reporting.csv_text import rows_csv
 from engine_acceptance.provenance import AGAINST_ITSELF, UNKNOWN
 from engine_acceptance.tool_accuracy.runner import CaseOutcome
 from engine_acceptance.tool_accuracy.scoring import Confusion, ToolScore
@@ -54,23 +53,16 @@ def _confusion_text(value: Confusion) -> str:
 
 
 def confusion_csv(value: Confusion, reference: str) -> str:
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(["", f"{reference} called", f"{reference} did not call"])
-    writer.writerow(["this deployment called", value.both, value.only_candidate])
-    writer.writerow(["this deployment did not call", value.only_reference, value.neither])
-    return out.getvalue()
+    return rows_csv(["", f"{reference} called", f"{reference} did not call"],
+                    [["this deployment called", value.both, value.only_candidate],
+                     ["this deployment did not call", value.only_reference, value.neither]])
 
 
 def shape_csv(score: ToolScore) -> str:
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(["shape", "cases", "replies calling", "calls", "schema-valid calls", "finish_reason inconsistent",
-                     "HTTP errors"])
-    for shape, row in score.by_shape.items():
-        writer.writerow([shape, row["cases"], row["replies_calling"], row["calls"], row["valid_calls"],
-                         row["finish_inconsistent"], row["errors"]])
-    return out.getvalue()
+    return rows_csv(["shape", "cases", "replies calling", "calls", "schema-valid calls", "finish_reason inconsistent",
+                     "HTTP errors"],
+                    ([shape, row["cases"], row["replies_calling"], row["calls"], row["valid_calls"],
+                      row["finish_inconsistent"], row["errors"]] for shape, row in score.by_shape.items()))
 
 
 def failure_examples(outcomes: Sequence[CaseOutcome], *, kind: str, limit: int = 5) -> list[str]:

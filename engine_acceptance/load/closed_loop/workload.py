@@ -16,7 +16,8 @@ from typing import Any
 from engine_acceptance.load.closed_loop.settings import ThroughputSettings
 from engine_acceptance.load.generator import Cell, CellResult, measure_cell
 from engine_acceptance.load.report import table_header, table_rows
-from engine_acceptance.load.workload import LoadContext, Table
+from engine_acceptance.load.workload import LoadContext
+from engine_acceptance.reporting.table import Table
 
 
 @dataclass(frozen=True)
@@ -29,7 +30,7 @@ class ClosedLoopResult:
                 for r in self.cells}
 
     def table(self) -> Table:
-        return Table.of(table_header(), table_rows(self.cells))
+        return Table.of("Throughput, fixed length", table_header(), table_rows(self.cells))
 
 
 class ClosedLoopWorkload:
