@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from engine_acceptance.pytest_plugin import gate_json, gate_table
 from engine_acceptance.pytest_plugin.verdict import GateCollector
 from engine_acceptance.session import AcceptanceSession
 
@@ -40,7 +41,7 @@ class GateHooks:
             return
         if exitstatus == pytest.ExitCode.INTERRUPTED and not self.gate.interrupted:
             self.gate.interrupted = "interrupted"
-        self.gate.write(self.gate_json, {"engine": state.environment(), "discovery": (
+        gate_json.write(self.gate, self.gate_json, {"engine": state.environment(), "discovery": (
             state.discovery.to_dict() if state.discovery is not None else None)})
         # The exit code follows the gate: a required capability untested or a run that tested
         # nothing fails although pytest itself saw no failed test.
@@ -52,6 +53,6 @@ class GateHooks:
         if self.session is None:
             return
         terminalreporter.section("engine-acceptance gate")
-        for line in self.gate.table_lines():
+        for line in gate_table.lines(self.gate):
             terminalreporter.write_line(line, red=line.startswith("GATE: FAIL"), green=line.startswith("GATE: PASS"))
         terminalreporter.write_line(f"verdict written to {self.gate_json}")

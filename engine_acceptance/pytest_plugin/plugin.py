@@ -17,7 +17,7 @@ import pytest
 from engine_acceptance.errors import ENGINE_UNAVAILABLE_EXIT_CODE, EngineUnavailable, UsageError
 from engine_acceptance.profiles.expectations import load_expectations
 from engine_acceptance.profiles.sources import ProfileError, describe_sources, use_profile_dirs
-from engine_acceptance.pytest_plugin import allure_report, interrupts, suite
+from engine_acceptance.pytest_plugin import allure_report, gate_json, interrupts, suite
 from engine_acceptance.pytest_plugin.broken_lead import BrokenLeadHooks
 from engine_acceptance.pytest_plugin.collection import plan_items
 from engine_acceptance.pytest_plugin.engine_setup import check_profiles, prepare_session, shortfalls_of
@@ -68,7 +68,7 @@ def pytest_configure(config: pytest.Config) -> None:
         gate = config.stash.get(gate_key, None)
         if gate is not None:
             gate.engine_unavailable = str(exc)
-            gate.write(config.stash[options_key].gate_json)
+            gate_json.write(gate, config.stash[options_key].gate_json)
         pytest.exit(f"engine-acceptance: {exc}", returncode=ENGINE_UNAVAILABLE_EXIT_CODE)
 
 
