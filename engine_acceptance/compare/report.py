@@ -18,8 +18,6 @@ single request or round) claims none either.
 from __future__ import annotations
 
 import json
-import time
-import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -28,7 +26,7 @@ from typing import Any
 
 from engine_acceptance.load.media.cells import CACHE_NOTE
 from engine_acceptance.load.metrics import HIGHER_IS_BETTER
-from engine_acceptance.reporting import html, markdown
+from engine_acceptance.reporting import allure_files, html, markdown
 from engine_acceptance.reporting.csv_text import records_csv
 from engine_acceptance.reporting.results import OUTCOME_KINDS, Spread
 from engine_acceptance.reporting.table import Table
@@ -442,28 +440,8 @@ def render_html(engines: Sequence[EngineResults], tables: Sequence[ComparisonTab
 
 def write_allure_result(alluredir: Path, *, title: str, files: dict[str, tuple[str, str]],
                         description_html: str, status: str, started_ms: int) -> Path:
-    """One Allure test result named ``title`` carrying ``files`` (attachment name -> (text, MIME type))."""
-    alluredir.mkdir(parents=True, exist_ok=True)
-    attachments = []
-    extension = {"text/markdown": "md", "text/csv": "csv", "text/html": "html", "application/json": "json"}
-    for name, (text, mime) in files.items():
-        source = f"{uuid.uuid4()}-attachment.{extension.get(mime, 'txt')}"
-        (alluredir / source).write_text(text, encoding="utf-8")
-        attachments.append({"name": name, "source": source, "type": mime})
-    result_id = str(uuid.uuid4())
-    result = {
-        "uuid": result_id,
-        "historyId": "engine-acceptance-comparison",
-        "name": title,
-        "fullName": "engine_acceptance.compare",
-        "status": status,
-        "stage": "finished",
-        "start": started_ms,
-        "stop": int(time.time() * 1000),
-        "descriptionHtml": description_html,
-        "attachments": attachments,
-        "labels": [{"name": "feature", "value": "comparison"}, {"name": "suite", "value": "engine comparison"}],
-    }
-    path = alluredir / f"{result_id}-result.json"
-    path.write_text(json.dumps(result, indent=2), encoding="utf-8")
-    return path
+    """The comparison as one Allure test result named ``title`` carrying ``files`` (name -> (text, MIME type))."""
+    return allure_files.write_result(
+        alluredir, name=title, full_name="engine_acceptance.compare", history_id="engine-acceptance-comparison",
+        labels=[{"name": "feature", "value": "comparison"}, {"name": "suite", "value": "engine comparison"}],
+        files=files, description_html=description_html, status=status, started_ms=started_ms)
