@@ -23,10 +23,10 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
-from engine_acceptance.capabilities.plan import CapabilityPlan, CapabilityRow, coverage_rows
+from engine_acceptance.capabilities.plan import CapabilityPlan, coverage_rows
 from engine_acceptance.capabilities.registry import GROUP_MARKERS
 from engine_acceptance.provenance import BASELINE_PROPERTY
-from engine_acceptance.reporting.results import OUTCOME_KINDS, CheckOutcome
+from engine_acceptance.reporting.results import OUTCOME_KINDS, CapabilityRow, CheckOutcome
 from engine_acceptance.shortfalls import Shortfall
 
 __all__ = ["COVERS_PROPERTY", "GateCollector"]

@@ -1,18 +1,20 @@
-"""Results as data: what a check ended as, and a figure measured more than once.
+"""Results as data: what a check ended as, a capability's row of the verdict, a figure measured more than once.
 
 The producers (the gate, the load workloads, the comparison of engines) keep their results
-in these shapes and the format modules render them, so a check's outcome or a cell's
-figure means the same thing in the terminal, in ``gate.json`` and in a comparison.
+in these shapes and the format modules render them, so a check's outcome, a capability's
+row or a cell's figure means the same thing in the terminal, in ``gate.json`` and in a
+comparison.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["OUTCOME_KINDS", "CheckOutcome", "Spread"]
+__all__ = ["OUTCOME_KINDS", "CapabilityRow", "CheckOutcome", "Spread"]
 
 # What a check can end as, in the order every count of them is shown: gate.json's totals and
 # by_capability, and the comparison's counts per capability.
@@ -28,6 +30,32 @@ class CheckOutcome:
     outcome: str
     reason: str = ""
     covers: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class CapabilityRow:
+    """After the run: a capability's line of the verdict (``capabilities.plan.coverage_rows`` judges it)."""
+
+    name: str
+    declared: bool
+    discovered: str
+    evidence: str
+    required: bool
+    ran: int
+    skipped: int
+    failed: int
+    result: str  # passed, N failed, known broken, not tested, not selected, FAIL: ...
+    coverage_failure: str | None
+    # Checks that passed outright, and that failed as an expected-failure record describes.
+    passed: int = 0
+    known: int = 0
+    # Tested means a genuine pass: at least one of its checks passed outright.
+    tested: bool = False
+    # Allowed to end the run with every selected check skipped (--allow-untested).
+    allowed_untested: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
 
 
 @dataclass(frozen=True)
