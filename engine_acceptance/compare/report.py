@@ -29,7 +29,7 @@ from engine_acceptance.load.metrics import HIGHER_IS_BETTER
 from engine_acceptance.reporting import allure_files, html, markdown
 from engine_acceptance.reporting.csv_text import records_csv
 from engine_acceptance.reporting.results import OUTCOME_KINDS, Spread
-from engine_acceptance.reporting.table import Table
+from engine_acceptance.reporting.table import Table, shorten
 
 __all__ = [
     "ComparisonTable",
@@ -304,17 +304,13 @@ def _differences_table(engines: Sequence[EngineResults]) -> ComparisonTable | No
             outcome = engine.outcomes.get(nodeid, "not run")
             label = {"known_defect": "known", "stale_record": "stale record"}.get(outcome, outcome)
             reason = engine.reasons.get(nodeid, "")
-            cells.append(f"{label}: {_shorten(reason)}" if reason and outcome != "passed" else label)
+            cells.append(f"{label}: {shorten(reason, 220)}" if reason and outcome != "passed" else label)
             records.append({"table": title, "row": nodeid, "metric": "outcome", "engine": engine.name,
                             "note": f"{outcome}: {reason}" if reason else outcome})
         rows.append([nodeid.split("::", 1)[-1], *cells])
     notes = ["known = failed as an expected-failure record describes (its reason shown); skipped = not run, with the "
              "reason; failed = a failure the engine's gate counts."]
     return ComparisonTable(Table.of(title, ["check", *(e.name for e in engines)], rows, notes), tuple(records))
-
-
-def _shorten(text: str, limit: int = 220) -> str:
-    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def _mode_of(nodeid: str) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from engine_acceptance.provenance import describe
 from engine_acceptance.pytest_plugin.verdict import GateCollector
+from engine_acceptance.reporting.table import shorten
 
 __all__ = ["baseline_lines", "capability_table_lines", "lines", "shortfall_lines"]
 
@@ -58,7 +59,7 @@ def capability_table_lines(gate: GateCollector) -> list[str]:
     for row in rows:
         discovered = row.discovered.replace('_', ' ')
         out.append(f"{row.name:<20}{'yes' if row.declared else 'no':<10}{discovered:<{width}}"
-                   f"{'yes' if row.required else '-':<10}{row.ran:>5}{row.skipped:>9}  {_cell(row.result)}")
+                   f"{'yes' if row.required else '-':<10}{row.ran:>5}{row.skipped:>9}  {shorten(row.result, 110)}")
     return out + [f"  {fact}" for fact in gate.engine_facts]
 
 
@@ -73,7 +74,3 @@ def shortfall_lines(gate: GateCollector) -> list[str]:
         out.append(f"  SHORTFALL ({shortfall.capability}): {shortfall.summary} "
                    f"[{shortfall.reason()}]; checks: {results}")
     return out
-
-
-def _cell(text: str, limit: int = 110) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
