@@ -1,29 +1,29 @@
 """The gate in the terminal: counts by check group, the capability table, shortfalls, baselines.
 
 The terminal's view of :class:`~engine_acceptance.pytest_plugin.verdict.GateCollector`, as
-:mod:`~engine_acceptance.pytest_plugin.gate_json` is the pipeline's. Its two tables keep
-their own layout (counts right-aligned in fixed columns, one rule as wide as the header),
-which :func:`engine_acceptance.reporting.terminal.fixed_width_lines` (left-aligned columns
-two spaces apart, a rule per column) does not draw: changing it would change what every
-run has printed, so the layout stays here, in one module next to the gate.
+:mod:`~engine_acceptance.pytest_plugin.gate_json` is the pipeline's. The counts are a
+:class:`~engine_acceptance.reporting.table.Table` drawn compact
+(:func:`engine_acceptance.reporting.terminal.aligned_lines`: fixed columns, counts
+right-aligned, one rule). The capability table keeps its own layout here: its discovered
+column is as wide as its longest state and its result follows two spaces after the
+right-aligned counts, which neither shared layout draws, and changing it would change
+what every run has printed.
 """
 
 from __future__ import annotations
 
 from engine_acceptance.provenance import describe
 from engine_acceptance.pytest_plugin.verdict import GateCollector
-from engine_acceptance.reporting.table import shorten
+from engine_acceptance.reporting import terminal
+from engine_acceptance.reporting.results import OUTCOME_KINDS
+from engine_acceptance.reporting.table import Table, shorten
 
-__all__ = ["baseline_lines", "capability_table_lines", "lines", "shortfall_lines"]
+__all__ = ["baseline_lines", "capability_table_lines", "counts_table", "lines", "shortfall_lines"]
 
 
 def lines(gate: GateCollector) -> list[str]:
     """Everything the terminal shows of the gate, ending in ``GATE: PASS`` or ``GATE: FAIL``."""
-    header = f"{'capability':<20}{'passed':>8}{'failed':>8}{'known':>8}{'stale':>8}{'skipped':>9}"
-    out = [header, "-" * len(header)]
-    for capability, row in gate.counts_by_capability().items():
-        out.append(f"{capability:<20}{row['passed']:>8}{row['failed']:>8}{row['known_defect']:>8}"
-                   f"{row['stale_record']:>8}{row['skipped']:>9}")
+    out = terminal.aligned_lines(counts_table(gate), (20, 8, 8, 8, 8, 9), right=range(1, 6))
     reasons = sorted({item.reason for item in gate.by_outcome("skipped") if item.reason})
     for reason in reasons[:8]:
         out.append(f"  skipped: {reason}")
@@ -38,6 +38,13 @@ def lines(gate: GateCollector) -> list[str]:
     why = gate.interrupted or gate.engine_unavailable or ""
     out.append(f"GATE: {state}{' (' + why + ')' if why else ''}")
     return out
+
+
+def counts_table(gate: GateCollector) -> Table:
+    """The checks of each group by how they ended, in the registry's order of groups."""
+    return Table.of("checks by group", ["capability", "passed", "failed", "known", "stale", "skipped"],
+                    [[capability, *(str(row[kind]) for kind in OUTCOME_KINDS)]
+                     for capability, row in gate.counts_by_capability().items()])
 
 
 def baseline_lines(gate: GateCollector) -> list[str]:
