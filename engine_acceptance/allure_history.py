@@ -198,7 +198,7 @@ def _read_properties(path: Path) -> dict[str, str]:
     for line in path.read_text(encoding="utf-8").splitlines():
         key, sep, value = line.partition(" = ")
         if sep:
-            # The plugin's writer escapes backslashes and line ends (allure_report.write_environment).
+            # The plugin's writer escapes backslashes and line ends (reporting/allure_files.write_environment).
             facts[key.strip()] = re.sub(r"\\(.)", lambda m: "\n" if m.group(1) == "n" else m.group(1), value)
     return facts
 

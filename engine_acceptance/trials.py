@@ -24,8 +24,6 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-import csv
-import io
 import math
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -35,6 +33,7 @@ from typing import Any
 from engine_acceptance.assertions import SeveralProblems, problems_of
 from engine_acceptance.option_spec import OptionSpec, whole_number_at_least_one
 from engine_acceptance.proportions import Proportion
+from engine_acceptance.reporting.csv_text import rows_csv
 
 __all__ = ["DEFAULT_SAMPLES", "OPTIONS", "TRIAL_KINDS", "SampleResult", "TrialResult", "TrialRule",
            "current_sample", "run_trials", "samples_for", "trial_count"]
@@ -197,13 +196,9 @@ class TrialResult:
 
     def csv_table(self) -> str:
         """One row per sample: number, passed, reason (shortened), seconds."""
-        table = io.StringIO()
-        writer = csv.writer(table)
-        writer.writerow(["sample", "passed", "reason", "seconds"])
-        for sample in self.samples:
-            writer.writerow([sample.number, "yes" if sample.passed else "no", _shortened(sample.reason),
-                             f"{sample.elapsed_s:.3f}"])
-        return table.getvalue()
+        return rows_csv(["sample", "passed", "reason", "seconds"],
+                        ([sample.number, "yes" if sample.passed else "no", _shortened(sample.reason),
+                          f"{sample.elapsed_s:.3f}"] for sample in self.samples))
 
 
 def _shortened(reason: str) -> str:

@@ -23,7 +23,7 @@ import httpcore2  # noqa: F401  (openai's transport: httpx2's httpcore)
 # its first chart (below). openai keeps no state the suite sets per run (the suite makes its own clients).
 import openai  # noqa: F401
 
-from engine_acceptance.load.charts import pyplot
+from engine_acceptance.reporting.charts import pyplot
 from engine_acceptance.reference_engine.launcher import start_from_a_forkserver
 
 # The end-to-end self-tests start some two hundred Python processes (pytest runs, reference

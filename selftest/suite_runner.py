@@ -77,7 +77,7 @@ KEPT_CACHES = frozenset({
     "engine_acceptance.media.library._font",
     "engine_acceptance.media.library._generated",
     "engine_acceptance.media.library._committed_manifest",
-    "engine_acceptance.load.charts.pyplot",
+    "engine_acceptance.reporting.charts.pyplot",
     "engine_acceptance.resources.suite_root",
 })
 

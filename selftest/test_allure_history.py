@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 
 from engine_acceptance.allure_history import HistoryStoreError, keep, main, read_store, seed
-from engine_acceptance.pytest_plugin.allure_report import write_environment
+from engine_acceptance.reporting.allure_files import write_environment
 
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "scripts" / "allure_dashboard.sh"

@@ -12,6 +12,7 @@ from engine_acceptance.load.closed_loop.settings import select_cells
 from engine_acceptance.capabilities.plan import plan_capabilities
 from engine_acceptance.profiles.profile import load_model_profile
 from engine_acceptance.pytest_plugin.allure_report import shortfall_facts
+from engine_acceptance.pytest_plugin import gate_json, gate_table
 from engine_acceptance.pytest_plugin.verdict import COVERS_PROPERTY, GateCollector
 from engine_acceptance.shortfalls import (
     MILLION_TOKENS,
@@ -151,7 +152,7 @@ def test_the_verdict_shows_a_shortfall_in_the_row_gate_json_and_the_table_and_st
     row = next(row for row in gate.capability_rows() if row.name == "long_context")
     assert row.result == ("passed; recall at 7,000 of 32,768 declared tokens; "
                           "million-token recall ran at 7,000 tokens, not 1,048,576")
-    entries = gate.verdict()["shortfalls"]
+    entries = gate_json.document(gate)["shortfalls"]
     assert [(e["capability"], e["check"], e["declared"], e["ran"], e["option"]) for e in entries] == [
         ("long_context", "recall", 32_768, 7000, "--recall-tokens=7000"),
         ("long_context", "recall_1m", MILLION_TOKENS, 7000, "--recall-tokens=7000"),
@@ -159,7 +160,7 @@ def test_the_verdict_shows_a_shortfall_in_the_row_gate_json_and_the_table_and_st
     assert entries[1]["checks"] == [{
         "id": "tests/test_recall.py::test_million_token_prompt_returns_the_three_codes_exactly_as_json",
         "outcome": "passed", "result": "passed at 7,000 tokens, not 1,048,576"}]
-    lines = gate.table_lines()
+    lines = gate_table.lines(gate)
     assert ("  SHORTFALL (long_context): million-token recall ran at 7,000 tokens, not 1,048,576 "
             "[--recall-tokens=7000: a 7,000-token prompt]; checks: 1 passed at 7,000 tokens, not 1,048,576") in lines
     assert lines[-1] == "GATE: PASS"
@@ -177,19 +178,19 @@ def test_a_shortfall_whose_checks_were_not_selected_is_not_listed() -> None:
     # Only the fixed-length throughput check ran: neither the recall nor the media shortfalls concern it.
     _report(gate, "tests/test_throughput.py::test_fixed_length_load_is_served_in_full_and_passes_the_gate[128/128]",
             "throughput")
-    assert gate.verdict()["shortfalls"] == []
-    assert not any("SHORTFALL" in line for line in gate.table_lines())
+    assert gate_json.document(gate)["shortfalls"] == []
+    assert not any("SHORTFALL" in line for line in gate_table.lines(gate))
     # The media check, even skipped, is under its shortfalls; the recall ones stay out.
     gate.add("tests/test_media_throughput.py::test_media[image-512]", ["throughput"], "setup", "skipped", None,
              "('x', 1, 'Skipped: not served')")
-    assert [e["measure"] for e in gate.verdict()["shortfalls"]] == [
+    assert [e["measure"] for e in gate_json.document(gate)["shortfalls"]] == [
         "rounds per cell", "cells", "requests per round of image-512@1"]
     # A cell's shortfall concerns only the check of its input.
     other = "tests/test_media_throughput.py::test_media[video-16frames]"
     gate.add(other, ["throughput"], "call", "passed", None, "")
-    cell_entry = gate.verdict()["shortfalls"][2]
+    cell_entry = gate_json.document(gate)["shortfalls"][2]
     assert [c["id"] for c in cell_entry["checks"]] == ["tests/test_media_throughput.py::test_media[image-512]"]
-    assert all(e["checks"][0]["outcome"] == "skipped" for e in gate.verdict()["shortfalls"])
+    assert all(e["checks"][0]["outcome"] == "skipped" for e in gate_json.document(gate)["shortfalls"])
 
 
 def test_a_check_failing_at_a_smaller_size_says_the_size_and_fails_the_gate() -> None:
@@ -197,4 +198,4 @@ def test_a_check_failing_at_a_smaller_size_says_the_size_and_fails_the_gate() ->
     _report(gate, "tests/test_recall.py::test_million_token_prompt_tokens_match_the_engines_count", "recall_1m",
             "failed")
     assert not gate.passed
-    assert gate.verdict()["shortfalls"][0]["checks"][0]["result"] == "failed at 7,000 tokens, not 1,048,576"
+    assert gate_json.document(gate)["shortfalls"][0]["checks"][0]["result"] == "failed at 7,000 tokens, not 1,048,576"

@@ -25,6 +25,7 @@ from engine_acceptance.report_attachments import attach_json
 from engine_acceptance.assertions import assert_no_problems
 from engine_acceptance.run_bundle import cells_property
 from engine_acceptance.pytest_plugin.public import suite_options_of
+from engine_acceptance.reporting import terminal
 
 # Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
 pytestmark = [pytest.mark.asyncio, pytest.mark.throughput]
@@ -79,7 +80,7 @@ async def test_media_load_is_served_in_full_with_the_right_answers(
     title = f"media throughput {media_load.name}"
     allure.attach(media_table_html(title, results), name=f"{title}: table", attachment_type=allure.attachment_type.HTML)
     attach_json(f"{title}: every round", [r.as_dict() for r in results], acceptance.redactor)
-    for line in measured.table().lines():
+    for line in terminal.table_lines(measured.table(), title=False):
         throughput_write(line)
     throughput_write(f"note: {CACHE_NOTE}")
 

@@ -35,6 +35,7 @@ from engine_acceptance.report_attachments import attach_json
 from engine_acceptance.assertions import assert_no_problems
 from engine_acceptance.run_bundle import cells_property, rate_property
 from engine_acceptance.pytest_plugin.public import AcceptanceOptions
+from engine_acceptance.reporting import terminal
 
 # Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
 pytestmark = [pytest.mark.asyncio, pytest.mark.slo]
@@ -96,7 +97,7 @@ def _report(title: str, spec: SloSpec, runner: CellRunner, request: pytest.Fixtu
     allure.attach(slo_chart_png(title, spec, runner.outcomes), name=f"{title}: latency against rate",
                   attachment_type=allure.attachment_type.PNG)
     attach_json(f"{title}: every request", [r.as_dict() for r in runner.results], redactor)
-    for line in OpenLoopResult(spec, tuple(runner.outcomes)).table().lines():
+    for line in terminal.table_lines(OpenLoopResult(spec, tuple(runner.outcomes)).table(), title=False):
         write(line)
     # For gate.json and the comparison driver: each cell's figures, the SLO and its source.
     request.node.user_properties.append(("slo", json.dumps(

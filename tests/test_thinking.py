@@ -17,8 +17,6 @@ one pair of requests.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import statistics
 from typing import Any
@@ -29,6 +27,7 @@ import pytest
 from engine_acceptance.assertions import integers_in, markers_found, reply_of, short
 from engine_acceptance.profiles.profile import ModelProfile
 from engine_acceptance.profiles.request_options import with_reasoning_effort, with_thinking_mode
+from engine_acceptance.reporting.csv_text import rows_csv
 from engine_acceptance.run_bundle import rate_property
 from engine_acceptance.trials import TrialResult, current_sample
 
@@ -153,13 +152,11 @@ def _attach_240_table(request: pytest.FixtureRequest, mode: str, rows: dict[int,
     ordered = [rows[number] for number in sorted(rows)]
     passed = sum(1 for row in ordered if row["answer"] == expected)
     total = len(ordered)
-    table = io.StringIO()
-    writer = csv.writer(table)
-    writer.writerow(["mode", "correct", "answers", "median E2E s", "completion tokens"])
-    writer.writerow([mode, f"{passed}/{total}", " ".join(str(r["answer"]) for r in ordered),
-                     f"{statistics.median(r['e2e_s'] for r in ordered):.3f}",
-                     " ".join(str(r["completion_tokens"]) for r in ordered)])
-    allure.attach(table.getvalue(), name=f"240 question, thinking {mode}: {passed}/{total}",
+    table = rows_csv(["mode", "correct", "answers", "median E2E s", "completion tokens"],
+                     [[mode, f"{passed}/{total}", " ".join(str(r["answer"]) for r in ordered),
+                       f"{statistics.median(r['e2e_s'] for r in ordered):.3f}",
+                       " ".join(str(r["completion_tokens"]) for r in ordered)]])
+    allure.attach(table, name=f"240 question, thinking {mode}: {passed}/{total}",
                   attachment_type=allure.attachment_type.CSV)
     allure.dynamic.parameter("correct", f"{passed}/{total}", excluded=True)
     # For junit and the engine comparison (compare.py): the count and every request's E2E.

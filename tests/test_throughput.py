@@ -42,6 +42,7 @@ from engine_acceptance.load.closed_loop.workload import ClosedLoopWorkload
 from engine_acceptance.load.workload import LoadContext
 from engine_acceptance.assertions import assert_no_problems
 from engine_acceptance.provenance import BASELINE_PROPERTY, baseline_entry, describe
+from engine_acceptance.reporting import terminal
 from engine_acceptance.run_bundle import cells_property
 from engine_acceptance.pytest_plugin.public import suite_options_of
 
@@ -139,7 +140,7 @@ async def test_fixed_length_load_is_served_in_full_and_passes_the_gate(
     allure.attach(workload_chart_png(workload.name, results), name=f"{title}: chart",
                   attachment_type=allure.attachment_type.PNG)
     attach_json(f"{title}: every round", [r.as_dict() for r in results], acceptance.redactor)
-    for line in measured.table().lines():
+    for line in terminal.table_lines(measured.table(), title=False):
         throughput_write(line)
 
     problems = [problem for key in load_problems for problem in load_problems[key]]

@@ -38,8 +38,9 @@ from typing import Any
 from engine_acceptance.capabilities.discovery import Discovery
 from engine_acceptance.capabilities.registry import PROFILE_VOCABULARY, capability
 from engine_acceptance.profiles.profile import ModelProfile
+from engine_acceptance.reporting.results import CapabilityRow
 
-__all__ = ["STATED_NOT_SERVED", "CapabilityPlan", "CapabilityRow",
+__all__ = ["STATED_NOT_SERVED", "CapabilityPlan",
            "coverage_rows", "effective_profile", "plan_capabilities", "stated_not_served",
            "validate_capability_names"]
 
@@ -148,32 +149,6 @@ def effective_profile(profile: ModelProfile, plans: Mapping[str, CapabilityPlan]
     if not profile.has("reasoning") and reasoning is not None and reasoning.state in ("served", "broken"):
         changes["reasoning_default_on"] = bool(reasoning.settings.get("default_on", True))
     return dataclasses.replace(profile, **changes)
-
-
-@dataclass(frozen=True)
-class CapabilityRow:
-    """After the run: a capability's line of the verdict."""
-
-    name: str
-    declared: bool
-    discovered: str
-    evidence: str
-    required: bool
-    ran: int
-    skipped: int
-    failed: int
-    result: str  # passed, N failed, known broken, not tested, not selected, FAIL: ...
-    coverage_failure: str | None
-    # Checks that passed outright, and that failed as an expected-failure record describes.
-    passed: int = 0
-    known: int = 0
-    # Tested means a genuine pass: at least one of its checks passed outright.
-    tested: bool = False
-    # Allowed to end the run with every selected check skipped (--allow-untested).
-    allowed_untested: bool = False
-
-    def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
 
 def coverage_rows(plans: Mapping[str, CapabilityPlan],

@@ -17,12 +17,7 @@ single request or round) claims none either.
 
 from __future__ import annotations
 
-import csv
-import html
-import io
 import json
-import time
-import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -31,11 +26,14 @@ from typing import Any
 
 from engine_acceptance.load.media.cells import CACHE_NOTE
 from engine_acceptance.load.metrics import HIGHER_IS_BETTER
+from engine_acceptance.reporting import allure_files, html, markdown
+from engine_acceptance.reporting.csv_text import records_csv
+from engine_acceptance.reporting.results import OUTCOME_KINDS, Spread
+from engine_acceptance.reporting.table import Table, shorten
 
 __all__ = [
+    "ComparisonTable",
     "EngineResults",
-    "Figure",
-    "Table",
     "build_tables",
     "compare_figures",
     "load_engine",
@@ -52,51 +50,23 @@ THROUGHPUT_METRICS = (
     ("p95_e2e_ms", "P95 E2E ms"),
 )
 MEDIA_METRICS = (("request_per_s", "req/s"), ("p50_e2e_ms", "median E2E ms"))
-OUTCOME_KINDS = ("passed", "failed", "known_defect", "stale_record", "skipped")
+# A figure's range in the comparison's tables: an en dash, as the seeds' tables wrote it.
+RANGE_DASH = "–"
 
 
-@dataclass(frozen=True)
-class Figure:
-    """One engine's value in a table cell: the median, and the range of the values behind it."""
-
-    median: float | None
-    low: float | None = None
-    high: float | None = None
-    values: int = 1
-
-    @classmethod
-    def from_spread(cls, spread: dict[str, Any] | None) -> "Figure":
-        if not spread:
-            return cls(None)
-        present = [v for v in spread.get("rounds") or [] if v is not None]
-        return cls(spread.get("median"), spread.get("min"), spread.get("max"), len(present) or 1)
-
-    @classmethod
-    def from_values(cls, values: Sequence[float]) -> "Figure":
-        ordered = sorted(values)
-        if not ordered:
-            return cls(None)
-        middle = len(ordered) // 2
-        median = ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2
-        return cls(median, ordered[0], ordered[-1], len(ordered))
-
-    def text(self) -> str:
-        if self.median is None:
-            return "-"
-        if self.values < 2 or self.low == self.high:
-            return f"{self.median:.4g}"
-        return f"{self.median:.4g} [{self.low:.4g}–{self.high:.4g}]"
+def _text(figure: Spread) -> str:
+    return figure.text(RANGE_DASH)
 
 
-def compare_figures(base: Figure, other: Figure, *, higher_is_better: bool, other_name: str,
+def compare_figures(base: Spread, other: Spread, *, higher_is_better: bool, other_name: str,
                     base_name: str) -> tuple[float | None, str]:
     """``other / base`` and the note on it: overlapping ranges (or single values) claim no winner."""
     if base.median is None or other.median is None:
         return None, "not measured on both"
     ratio = other.median / base.median if base.median else None
-    if base.values < 2 or other.values < 2:
+    if base.count < 2 or other.count < 2:
         return ratio, "one value each: no range, no winner claimed"
-    if base.low <= other.high and other.low <= base.high:  # type: ignore[operator]
+    if base.min <= other.max and other.min <= base.max:  # type: ignore[operator]
         return ratio, "ranges overlap: no winner"
     other_better = (other.median > base.median) == higher_is_better
     return ratio, f"ranges apart: {other_name if other_better else base_name} better"
@@ -180,15 +150,16 @@ def load_engine(name: str, label: str, directory: Path, phases: Sequence[str],
     return result
 
 
-@dataclass
-class Table:
-    """A titled table: header, rows of text, and long-format rows for the CSV."""
+@dataclass(frozen=True)
+class ComparisonTable:
+    """One of the comparison's tables, and its figures as long-format records for the CSV.
 
-    title: str
-    header: list[str]
-    rows: list[list[str]] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    csv_rows: list[dict[str, Any]] = field(default_factory=list)
+    A record is one engine's figure in one row (``median``, ``min``, ``max``, ``values``) or
+    one engine's ratio to the base engine with its note; :data:`CSV_FIELDS` names them all.
+    """
+
+    table: Table
+    records: tuple[dict[str, Any], ...] = ()
 
 
 def _ratio_text(ratio: float | None) -> str:
@@ -196,30 +167,35 @@ def _ratio_text(ratio: float | None) -> str:
 
 
 def _figure_table(title: str, metric: str, row_keys: Sequence[tuple[str, ...]],
-                  row_header: Sequence[str], figures: dict[str, dict[tuple[str, ...], Figure]],
-                  engines: Sequence[EngineResults], base: EngineResults, notes: Sequence[str] = ()) -> Table:
+                  row_header: Sequence[str], figures: dict[str, dict[tuple[str, ...], Spread]],
+                  engines: Sequence[EngineResults], base: EngineResults,
+                  notes: Sequence[str] = ()) -> ComparisonTable:
     """Rows of one metric: one column per engine, then each other engine's ratio to the base, then notes."""
     higher = metric in HIGHER_IS_BETTER
     others = [e for e in engines if e is not base]
     header = [*row_header, *(e.name for e in engines), *(f"{e.name} / {base.name}" for e in others), "note"]
-    table = Table(title, header, notes=list(notes))
+    rows, records = [], []
     for key in row_keys:
-        cells = {e.name: figures[e.name].get(key, Figure(None)) for e in engines}
+        cells = {e.name: figures[e.name].get(key, Spread(None)) for e in engines}
         row = "@".join(key)
         for engine in engines:
-            fig = cells[engine.name]
-            table.csv_rows.append({"table": title, "row": row, "metric": metric, "engine": engine.name,
-                                   "median": fig.median, "min": fig.low, "max": fig.high, "values": fig.values})
+            records.append(_figure_record(title, row, metric, engine.name, cells[engine.name]))
         ratios, remarks = [], []
         for other in others:
             ratio, remark = compare_figures(cells[base.name], cells[other.name], higher_is_better=higher,
                                             other_name=other.name, base_name=base.name)
             ratios.append(_ratio_text(ratio))
             remarks.append(remark if len(others) == 1 else f"{other.name}: {remark}")
-            table.csv_rows.append({"table": title, "row": row, "metric": metric, "engine": other.name,
-                                   "base": base.name, "ratio_to_base": ratio, "note": remark})
-        table.rows.append([*key, *(cells[e.name].text() for e in engines), *ratios, "; ".join(remarks)])
-    return table
+            records.append({"table": title, "row": row, "metric": metric, "engine": other.name,
+                            "base": base.name, "ratio_to_base": ratio, "note": remark})
+        rows.append([*key, *(_text(cells[e.name]) for e in engines), *ratios, "; ".join(remarks)])
+    return ComparisonTable(Table.of(title, header, rows, notes), tuple(records))
+
+
+def _figure_record(title: str, row: str, metric: str, engine: str, figure: Spread) -> dict[str, Any]:
+    """One engine's figure in one row, as a CSV record."""
+    return {"table": title, "row": row, "metric": metric, "engine": engine,
+            "median": figure.median, "min": figure.min, "max": figure.max, "values": figure.count}
 
 
 def _cell_order(keys: Sequence[str]) -> list[str]:
@@ -230,13 +206,13 @@ def _cell_order(keys: Sequence[str]) -> list[str]:
     return sorted(set(keys), key=lambda k: (order[k.rsplit("@", 1)[0]], int(k.rsplit("@", 1)[1])))
 
 
-def _throughput_tables(engines: Sequence[EngineResults], base: EngineResults) -> list[Table]:
+def _throughput_tables(engines: Sequence[EngineResults], base: EngineResults) -> list[ComparisonTable]:
     keys = _cell_order([key for e in engines for key in e.throughput])
     if not keys:
         return []
     tables = []
     for metric, label in THROUGHPUT_METRICS:
-        figures = {e.name: {tuple(k.rsplit("@", 1)): Figure.from_spread(e.throughput[k]["summary"]["metrics"].get(metric))
+        figures = {e.name: {tuple(k.rsplit("@", 1)): Spread.from_dict(e.throughput[k]["summary"]["metrics"].get(metric))
                             for k in e.throughput} for e in engines}
         tables.append(_figure_table(
             f"Throughput, fixed length on /v1/completions: {label}", metric,
@@ -245,7 +221,7 @@ def _throughput_tables(engines: Sequence[EngineResults], base: EngineResults) ->
     return tables
 
 
-def _media_tables(engines: Sequence[EngineResults], base: EngineResults) -> list[Table]:
+def _media_tables(engines: Sequence[EngineResults], base: EngineResults) -> list[ComparisonTable]:
     per_engine: dict[str, dict[str, dict[str, Any]]] = {}
     for engine in engines:
         cells: dict[str, dict[str, Any]] = {}
@@ -257,7 +233,7 @@ def _media_tables(engines: Sequence[EngineResults], base: EngineResults) -> list
         return []
     tables = []
     for metric, label in MEDIA_METRICS:
-        figures = {name: {tuple(k.rsplit("@", 1)): Figure.from_spread(cells[k].get(metric)) for k in cells}
+        figures = {name: {tuple(k.rsplit("@", 1)): Spread.from_dict(cells[k].get(metric)) for k in cells}
                    for name, cells in per_engine.items()}
         tables.append(_figure_table(f"Media throughput, streamed chat: {label}", metric,
                                     [tuple(k.rsplit("@", 1)) for k in keys], ["input", "concurrency"], figures,
@@ -275,31 +251,32 @@ def _count_text(counts: dict[str, int] | None) -> str:
     return text + (f" ({', '.join(extras)})" if extras else "")
 
 
-def _functional_table(engines: Sequence[EngineResults]) -> Table | None:
+def _functional_table(engines: Sequence[EngineResults]) -> ComparisonTable | None:
     capabilities: list[str] = []
     for engine in engines:
         capabilities += [c for c in engine.by_capability if c not in capabilities]
     if not capabilities:
         return None
     title = "Checks passed by capability"
-    table = Table(title, ["capability", *(e.name for e in engines), "same counts"],
-                  notes=["passed/ran; known = expected-failure records matched; skipped checks are not run "
-                         "(capability not in the model profile, or not selected)."])
+    notes = ["passed/ran; known = expected-failure records matched; skipped checks are not run "
+             "(capability not in the model profile, or not selected)."]
+    rows, records = [], []
     for capability in capabilities:
         counts = [e.by_capability.get(capability) for e in engines]
         same = "yes" if all(c == counts[0] for c in counts) else "no"
-        table.rows.append([capability, *(_count_text(c) for c in counts), same])
+        rows.append([capability, *(_count_text(c) for c in counts), same])
         for engine, c in zip(engines, counts):
-            table.csv_rows.append({"table": title, "row": capability, "metric": "checks", "engine": engine.name,
-                                   **{k: (c or {}).get(k, 0) for k in OUTCOME_KINDS}})
+            records.append({"table": title, "row": capability, "metric": "checks", "engine": engine.name,
+                            **{k: (c or {}).get(k, 0) for k in OUTCOME_KINDS}})
     ids = _check_ids(engines)
     differing = _differing(engines, ids)
     if differing:
-        table.notes.append(f"{len(differing)} of {len(ids)} checks ended differently: each is in the table "
-                           "\"Checks that ended differently\", with why.")
+        notes.append(f"{len(differing)} of {len(ids)} checks ended differently: each is in the table "
+                     "\"Checks that ended differently\", with why.")
     elif ids:
-        table.notes.append(f"Every one of the {len(ids)} checks ended the same way on every engine.")
-    return table
+        notes.append(f"Every one of the {len(ids)} checks ended the same way on every engine.")
+    return ComparisonTable(Table.of(title, ["capability", *(e.name for e in engines), "same counts"], rows, notes),
+                           tuple(records))
 
 
 def _check_ids(engines: Sequence[EngineResults]) -> list[str]:
@@ -310,7 +287,7 @@ def _differing(engines: Sequence[EngineResults], ids: Sequence[str]) -> list[str
     return [nodeid for nodeid in ids if len({e.outcomes.get(nodeid, "not run") for e in engines}) > 1]
 
 
-def _differences_table(engines: Sequence[EngineResults]) -> Table | None:
+def _differences_table(engines: Sequence[EngineResults]) -> ComparisonTable | None:
     """Every check whose outcome differs between engines, each side with its reason.
 
     A difference is explained when its reason is a record of a known defect (known), a skip in
@@ -320,69 +297,63 @@ def _differences_table(engines: Sequence[EngineResults]) -> Table | None:
     if not differing:
         return None
     title = "Checks that ended differently"
-    table = Table(title, ["check", *(e.name for e in engines)],
-                  notes=["known = failed as an expected-failure record describes (its reason shown); skipped = not "
-                         "run, with the reason; failed = a failure the engine's gate counts."])
+    rows, records = [], []
     for nodeid in differing:
         cells = []
         for engine in engines:
             outcome = engine.outcomes.get(nodeid, "not run")
             label = {"known_defect": "known", "stale_record": "stale record"}.get(outcome, outcome)
             reason = engine.reasons.get(nodeid, "")
-            cells.append(f"{label}: {_shorten(reason)}" if reason and outcome != "passed" else label)
-            table.csv_rows.append({"table": title, "row": nodeid, "metric": "outcome", "engine": engine.name,
-                                   "note": f"{outcome}: {reason}" if reason else outcome})
-        table.rows.append([nodeid.split("::", 1)[-1], *cells])
-    return table
-
-
-def _shorten(text: str, limit: int = 220) -> str:
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+            cells.append(f"{label}: {shorten(reason, 220)}" if reason and outcome != "passed" else label)
+            records.append({"table": title, "row": nodeid, "metric": "outcome", "engine": engine.name,
+                            "note": f"{outcome}: {reason}" if reason else outcome})
+        rows.append([nodeid.split("::", 1)[-1], *cells])
+    notes = ["known = failed as an expected-failure record describes (its reason shown); skipped = not run, with the "
+             "reason; failed = a failure the engine's gate counts."]
+    return ComparisonTable(Table.of(title, ["check", *(e.name for e in engines)], rows, notes), tuple(records))
 
 
 def _mode_of(nodeid: str) -> str:
     return nodeid.rsplit("[", 1)[-1].rstrip("]") if "[" in nodeid else nodeid.split("::")[-1]
 
 
-def _thinking_table(engines: Sequence[EngineResults], base: EngineResults) -> Table | None:
-    rows: dict[str, dict[str, tuple[str, Figure]]] = {}
+def _thinking_table(engines: Sequence[EngineResults], base: EngineResults) -> ComparisonTable | None:
+    by_mode: dict[str, dict[str, tuple[str, Spread]]] = {}
     for engine in engines:
         correct = engine.property_rows("thinking_correct")
         for nodeid, e2e in engine.property_rows("thinking_e2e_s").items():
-            rows.setdefault(_mode_of(nodeid), {})[engine.name] = (
-                correct.get(nodeid, "-"), Figure.from_values([float(v) for v in json.loads(e2e)]))
-    if not rows:
+            by_mode.setdefault(_mode_of(nodeid), {})[engine.name] = (
+                correct.get(nodeid, "-"), Spread.of([float(v) for v in json.loads(e2e)]))
+    if not by_mode:
         return None
     others = [e for e in engines if e is not base]
     title = "Thinking modes, the 240 question"
-    table = Table(title, ["mode", *(f"{e.name} correct" for e in engines), *(f"{e.name} E2E s" for e in engines),
-                          *(f"{e.name} / {base.name} E2E" for e in others), "note"],
-                  notes=["E2E: median of the mode's requests [min–max]; wrong answers count in the time, as in "
-                         "seed 001."])
-    for mode in sorted(rows, key=lambda m: ("disabled", "adaptive", "enabled").index(m)
+    header = ["mode", *(f"{e.name} correct" for e in engines), *(f"{e.name} E2E s" for e in engines),
+              *(f"{e.name} / {base.name} E2E" for e in others), "note"]
+    notes = ["E2E: median of the mode's requests [min–max]; wrong answers count in the time, as in seed 001."]
+    rows, records = [], []
+    for mode in sorted(by_mode, key=lambda m: ("disabled", "adaptive", "enabled").index(m)
                        if m in ("disabled", "adaptive", "enabled") else 9):
-        cells = rows[mode]
-        empty = ("-", Figure(None))
+        cells = by_mode[mode]
+        empty = ("-", Spread(None))
         for engine in engines:
-            correct, fig = cells.get(engine.name, empty)
-            table.csv_rows.append({"table": title, "row": mode, "metric": "e2e_s", "engine": engine.name,
-                                   "median": fig.median, "min": fig.low, "max": fig.high, "values": fig.values,
-                                   "correct": correct})
+            correct, figure = cells.get(engine.name, empty)
+            records.append({**_figure_record(title, mode, "e2e_s", engine.name, figure), "correct": correct})
         ratios, remarks = [], []
         for other in others:
             ratio, remark = compare_figures(cells.get(base.name, empty)[1], cells.get(other.name, empty)[1],
                                             higher_is_better=False, other_name=other.name, base_name=base.name)
             ratios.append(_ratio_text(ratio))
             remarks.append(remark if len(others) == 1 else f"{other.name}: {remark}")
-            table.csv_rows.append({"table": title, "row": mode, "metric": "e2e_s", "engine": other.name,
-                                   "base": base.name, "ratio_to_base": ratio, "note": remark})
-        table.rows.append([mode, *(cells.get(e.name, empty)[0] for e in engines),
-                           *(cells.get(e.name, empty)[1].text() for e in engines), *ratios, "; ".join(remarks)])
-    return table
+            records.append({"table": title, "row": mode, "metric": "e2e_s", "engine": other.name,
+                            "base": base.name, "ratio_to_base": ratio, "note": remark})
+        rows.append([mode, *(cells.get(e.name, empty)[0] for e in engines),
+                     *(_text(cells.get(e.name, empty)[1]) for e in engines), *ratios, "; ".join(remarks)])
+    return ComparisonTable(Table.of(title, header, rows, notes), tuple(records))
 
 
-def _recall_table(engines: Sequence[EngineResults], base: EngineResults) -> Table | None:
-    figures = {e.name: {(nodeid.split("::", 1)[-1],): Figure(float(v)) for nodeid, v in
+def _recall_table(engines: Sequence[EngineResults], base: EngineResults) -> ComparisonTable | None:
+    figures = {e.name: {(nodeid.split("::", 1)[-1],): Spread(float(v)) for nodeid, v in
                         e.property_rows("ttft_s").items()} for e in engines}
     keys = sorted({key for per in figures.values() for key in per})
     if not keys:
@@ -391,7 +362,7 @@ def _recall_table(engines: Sequence[EngineResults], base: EngineResults) -> Tabl
                          ["check"], figures, engines, base)
 
 
-def _soak_table(engines: Sequence[EngineResults]) -> Table | None:
+def _soak_table(engines: Sequence[EngineResults]) -> ComparisonTable | None:
     soaks = {}
     for engine in engines:
         values = list(engine.property_rows("soak").values())
@@ -400,9 +371,7 @@ def _soak_table(engines: Sequence[EngineResults]) -> Table | None:
     if not soaks:
         return None
     title = "Soak: mixed traffic observation window"
-    table = Table(title, ["figure", *(e.name for e in engines)],
-                  notes=["An observation window per engine, as seed 001 kept it: not a capacity figure, and no "
-                         "winner is claimed."])
+    rows, records = [], []
     for key, label in (("minutes_observed", "minutes observed"), ("requests", "requests"),
                        ("image_requests", "with an image"), ("failures", "failed"), ("p50_e2e_ms", "E2E median ms"),
                        ("p95_e2e_ms", "E2E P95 ms"), ("late_requests", "sent late (all workers busy)"),
@@ -411,15 +380,16 @@ def _soak_table(engines: Sequence[EngineResults]) -> Table | None:
         for engine in engines:
             value = soaks.get(engine.name, {}).get(key)
             values.append("-" if value is None else f"{value:.4g}" if isinstance(value, float) else str(value))
-            table.csv_rows.append({"table": title, "row": label, "metric": key, "engine": engine.name,
-                                   "median": value})
-        table.rows.append([label, *values])
-    return table
+            records.append({"table": title, "row": label, "metric": key, "engine": engine.name, "median": value})
+        rows.append([label, *values])
+    notes = ["An observation window per engine, as seed 001 kept it: not a capacity figure, and no winner is "
+             "claimed."]
+    return ComparisonTable(Table.of(title, ["figure", *(e.name for e in engines)], rows, notes), tuple(records))
 
 
-def build_tables(engines: Sequence[EngineResults], base: EngineResults) -> list[Table]:
+def build_tables(engines: Sequence[EngineResults], base: EngineResults) -> list[ComparisonTable]:
     """Every table the runs have data for, in the seeds' order."""
-    tables: list[Table | None] = [*_throughput_tables(engines, base), *_media_tables(engines, base),
+    tables: list[ComparisonTable | None] = [*_throughput_tables(engines, base), *_media_tables(engines, base),
                                   _functional_table(engines), _differences_table(engines),
                                   _thinking_table(engines, base),
                                   _recall_table(engines, base), _soak_table(engines)]
@@ -427,38 +397,25 @@ def build_tables(engines: Sequence[EngineResults], base: EngineResults) -> list[
 
 
 def _engines_table(engines: Sequence[EngineResults]) -> Table:
-    table = Table("Engines", ["engine", "target", "detected", "model", "profiles (engine / model)",
-                              "runs (exit code)"])
+    rows = []
     for engine in engines:
         facts = engine.facts
         detected = f"{facts.get('engine.kind', '?')} {facts.get('engine.version', '')}".strip()
         runs = ", ".join(f"{phase} {code if code is not None else 'not run'}" for phase, code in engine.exit_codes.items())
-        table.rows.append([engine.name, engine.label, detected, facts.get("model", "-"),
-                           f"{facts.get('engine.profile', '-')} / {facts.get('model.profile', '-')}", runs or "-"])
-    return table
+        rows.append([engine.name, engine.label, detected, facts.get("model", "-"),
+                     f"{facts.get('engine.profile', '-')} / {facts.get('model.profile', '-')}", runs or "-"])
+    return Table.of("Engines", ["engine", "target", "detected", "model", "profiles (engine / model)",
+                                "runs (exit code)"], rows)
 
 
-def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def _md_table(table: Table) -> list[str]:
-    lines = [f"### {table.title}", "", "| " + " | ".join(_md_cell(h) for h in table.header) + " |",
-             "|" + "---|" * len(table.header)]
-    lines += ["| " + " | ".join(_md_cell(c) for c in row) + " |" for row in table.rows]
-    lines += [""] + [f"{note}" for note in table.notes] + ([""] if table.notes else [])
-    return lines
-
-
-def render_markdown(engines: Sequence[EngineResults], tables: Sequence[Table], *, base: EngineResults,
+def render_markdown(engines: Sequence[EngineResults], tables: Sequence[ComparisonTable], *, base: EngineResults,
                     request_set: Sequence[str]) -> str:
     lines = [f"# Engine comparison: {' vs '.join(e.name for e in engines)}", ""]
     lines += [f"- {item}" for item in request_set]
     lines += [f"- Ratios: each engine's median over {base.name}'s. When the two min–max ranges overlap, or there is "
               "one value each, no winner is claimed.", ""]
-    lines += _md_table(_engines_table(engines))
-    for table in tables:
-        lines += _md_table(table)
+    for table in [_engines_table(engines), *(t.table for t in tables)]:
+        lines += markdown.table_lines(table)
     return "\n".join(lines).rstrip() + "\n"
 
 
@@ -466,54 +423,21 @@ CSV_FIELDS = ("table", "row", "metric", "engine", "median", "min", "max", "value
               "correct", *OUTCOME_KINDS)
 
 
-def render_csv(tables: Sequence[Table]) -> str:
+def render_csv(tables: Sequence[ComparisonTable]) -> str:
     """Long format: one line per table row, metric and engine (and one per ratio)."""
-    buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=CSV_FIELDS, extrasaction="ignore", lineterminator="\n")
-    writer.writeheader()
-    for table in tables:
-        for row in table.csv_rows:
-            writer.writerow({k: ("" if v is None else v) for k, v in row.items()})
-    return buffer.getvalue()
+    return records_csv(CSV_FIELDS, (record for table in tables for record in table.records))
 
 
-def render_html(engines: Sequence[EngineResults], tables: Sequence[Table], *, request_set: Sequence[str]) -> str:
-    def one(table: Table) -> str:
-        head = "".join(f"<th>{html.escape(h)}</th>" for h in table.header)
-        body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in table.rows)
-        notes = "".join(f"<p>{html.escape(n)}</p>" for n in table.notes)
-        return (f"<h3>{html.escape(table.title)}</h3><table border='1' cellpadding='4' "
-                f"style='border-collapse:collapse'><tr>{head}</tr>{body}</table>{notes}")
-
-    items = "".join(f"<li>{html.escape(item)}</li>" for item in request_set)
-    return (f"<html><body><h2>Engine comparison: {html.escape(' vs '.join(e.name for e in engines))}</h2>"
-            f"<ul>{items}</ul>{one(_engines_table(engines))}{''.join(one(t) for t in tables)}</body></html>")
+def render_html(engines: Sequence[EngineResults], tables: Sequence[ComparisonTable], *,
+                request_set: Sequence[str]) -> str:
+    fragments = [html.table_fragment(table) for table in [_engines_table(engines), *(t.table for t in tables)]]
+    return html.page(f"Engine comparison: {' vs '.join(e.name for e in engines)}", fragments, lead=request_set)
 
 
 def write_allure_result(alluredir: Path, *, title: str, files: dict[str, tuple[str, str]],
                         description_html: str, status: str, started_ms: int) -> Path:
-    """One Allure test result named ``title`` carrying ``files`` (attachment name -> (text, MIME type))."""
-    alluredir.mkdir(parents=True, exist_ok=True)
-    attachments = []
-    extension = {"text/markdown": "md", "text/csv": "csv", "text/html": "html", "application/json": "json"}
-    for name, (text, mime) in files.items():
-        source = f"{uuid.uuid4()}-attachment.{extension.get(mime, 'txt')}"
-        (alluredir / source).write_text(text, encoding="utf-8")
-        attachments.append({"name": name, "source": source, "type": mime})
-    result_id = str(uuid.uuid4())
-    result = {
-        "uuid": result_id,
-        "historyId": "engine-acceptance-comparison",
-        "name": title,
-        "fullName": "engine_acceptance.compare",
-        "status": status,
-        "stage": "finished",
-        "start": started_ms,
-        "stop": int(time.time() * 1000),
-        "descriptionHtml": description_html,
-        "attachments": attachments,
-        "labels": [{"name": "feature", "value": "comparison"}, {"name": "suite", "value": "engine comparison"}],
-    }
-    path = alluredir / f"{result_id}-result.json"
-    path.write_text(json.dumps(result, indent=2), encoding="utf-8")
-    return path
+    """The comparison as one Allure test result named ``title`` carrying ``files`` (name -> (text, MIME type))."""
+    return allure_files.write_result(
+        alluredir, name=title, full_name="engine_acceptance.compare", history_id="engine-acceptance-comparison",
+        labels=[{"name": "feature", "value": "comparison"}, {"name": "suite", "value": "engine comparison"}],
+        files=files, description_html=description_html, status=status, started_ms=started_ms)

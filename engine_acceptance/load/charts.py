@@ -1,4 +1,4 @@
-"""Throughput charts for the report (matplotlib, Agg backend: no display needed).
+"""Throughput charts for the report, drawn on :mod:`engine_acceptance.reporting.charts`.
 
 One figure per workload: output tok/s, P95 TTFT and P95 TPOT against client
 concurrency, each point the median of the rounds with a bar from the rounds'
@@ -7,35 +7,18 @@ minimum to their maximum (TEST-PLAN §7: the seeds' charts are drawn this way).
 
 from __future__ import annotations
 
-import functools
-import io
 from collections.abc import Sequence
-from typing import Any
 
 from engine_acceptance.load.generator import CellResult
+from engine_acceptance.reporting.charts import png_of, pyplot
 
-__all__ = ["CHARTED_METRICS", "png_of", "pyplot", "workload_chart_png"]
+__all__ = ["CHARTED_METRICS", "workload_chart_png"]
 
 CHARTED_METRICS = (
     ("output_tok_s", "output tok/s"),
     ("p95_ttft_ms", "P95 TTFT (ms)"),
     ("p95_tpot_ms", "P95 TPOT (ms)"),
 )
-
-
-@functools.cache
-def pyplot() -> Any:
-    """matplotlib's pyplot on the Agg backend, imported at the first chart.
-
-    Not at import: pyplot takes most of a second to import, and every run (every
-    self-test's subprocess among them) imports the report modules, most drawing nothing.
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")  # before pyplot: CI and report builders have no display
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def workload_chart_png(workload: str, results: Sequence[CellResult]) -> bytes:
@@ -65,13 +48,3 @@ def workload_chart_png(workload: str, results: Sequence[CellResult]) -> bytes:
         raise
     return png_of(figure)
 
-
-def png_of(figure: Any) -> bytes:
-    """The figure as PNG bytes; the figure is closed (pyplot keeps every open figure alive)."""
-    try:
-        figure.tight_layout()
-        buffer = io.BytesIO()
-        figure.savefig(buffer, format="png", dpi=100)
-        return buffer.getvalue()
-    finally:
-        pyplot().close(figure)

@@ -18,12 +18,12 @@ rounds' requests are never pooled into one percentile.
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from engine_acceptance.reporting.results import Spread
 from engine_acceptance.wire.reassembly import Reply
 
 __all__ = [
@@ -35,7 +35,6 @@ __all__ = [
     "PERCENTILE_METHOD",
     "RequestRecord",
     "RoundSummary",
-    "Spread",
     "percentile",
     "record_request",
     "summarize_cell",
@@ -239,19 +238,6 @@ def summarize_round(records: Sequence[RequestRecord], wall_s: float,
 
 
 @dataclass(frozen=True)
-class Spread:
-    """A metric across rounds: the median of the rounds' values and their range."""
-
-    median: float | None
-    min: float | None
-    max: float | None
-    rounds: tuple[float | None, ...]
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"median": self.median, "min": self.min, "max": self.max, "rounds": list(self.rounds)}
-
-
-@dataclass(frozen=True)
 class CellSummary:
     """One cell (shape at one concurrency): each metric as median [min-max] of rounds."""
 
@@ -283,14 +269,5 @@ class CellSummary:
 def summarize_cell(key: str, rounds: Iterable[RoundSummary]) -> CellSummary:
     """Median of the rounds' values for each metric, never a pooled percentile."""
     rounds = tuple(rounds)
-    spreads: dict[str, Spread] = {}
-    for name in METRIC_UNITS:
-        values = tuple(summary.metrics.get(name) for summary in rounds)
-        present = [v for v in values if v is not None]
-        spreads[name] = Spread(
-            median=statistics.median(present) if present else None,
-            min=min(present) if present else None,
-            max=max(present) if present else None,
-            rounds=values,
-        )
+    spreads = {name: Spread.of([summary.metrics.get(name) for summary in rounds]) for name in METRIC_UNITS}
     return CellSummary(key=key, rounds=rounds, metrics=spreads)

@@ -6,14 +6,15 @@ every round's figures and every request's record, plus how percentiles were take
 
 from __future__ import annotations
 
-import html
 from collections.abc import Sequence
 from typing import Any
 
 from engine_acceptance.load.generator import CellResult
-from engine_acceptance.load.metrics import PERCENTILE_METHOD, Spread
+from engine_acceptance.load.metrics import PERCENTILE_METHOD
+from engine_acceptance.reporting import html, terminal
+from engine_acceptance.reporting.table import Table
 
-__all__ = ["COLUMNS", "results_document", "table_header", "table_html", "table_lines", "table_rows"]
+__all__ = ["COLUMNS", "note_page", "results_document", "table_header", "table_html", "table_lines", "table_rows"]
 
 COLUMNS = (
     ("output_tok_s", "out tok/s"),
@@ -24,15 +25,6 @@ COLUMNS = (
     ("p95_itl_ms", "P95 ITL ms"),
     ("p95_e2e_ms", "P95 E2E ms"),
 )
-
-
-def format_spread(spread: Spread) -> str:
-    """median [min-max] of the rounds, or the one value when they agree."""
-    if spread.median is None:
-        return "-"
-    if spread.min == spread.max:
-        return f"{spread.median:.4g}"
-    return f"{spread.median:.4g} [{spread.min:.4g}-{spread.max:.4g}]"
 
 
 def prompt_tokens_cell(result: CellResult) -> str:
@@ -52,7 +44,7 @@ def table_rows(results: Sequence[CellResult]) -> list[list[str]]:
         errors = summary.errors_by_kind
         cpu = max((r.client.get("cpu_fraction", 0.0) for r in summary.rounds), default=0.0)
         rows.append([result.cell.key, f"{result.cell.requests}x{len(summary.rounds)}", prompt_tokens_cell(result),
-                     *(format_spread(summary.metrics[name]) for name, _ in COLUMNS),
+                     *(summary.metrics[name].text() for name, _ in COLUMNS),
                      ", ".join(f"{k}={v}" for k, v in sorted(errors.items())) or "0", f"{cpu:.0%}",
                      str(result.processes)])
     return rows
@@ -63,27 +55,14 @@ def table_header() -> list[str]:
             "client procs"]
 
 
-def fixed_width_lines(header: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    """Rows as a fixed-width text table with a rule under the header."""
-    table = [list(header), *(list(row) for row in rows)]
-    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]))]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in table]
-    lines.insert(1, "  ".join("-" * width for width in widths))
-    return lines
-
-
-def html_table(title: str, note: str, header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Rows as a small HTML page, which Allure shows inline."""
-    head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in row) + "</tr>" for row in rows)
-    return (f"<html><body><h3>{html.escape(title)}</h3><p>{html.escape(note)}</p>"
-            f"<table border='1' cellpadding='4' style='border-collapse:collapse'><tr>{head}</tr>{body}</table>"
-            f"</body></html>")
+def note_page(table: Table) -> str:
+    """A load table as the small HTML page Allure shows inline: its title, its notes, then the table."""
+    return html.page("", [html.table_fragment(table, notes_above=True)])
 
 
 def table_lines(results: Sequence[CellResult]) -> list[str]:
     """A fixed-width table for the terminal: median [min-max] of rounds."""
-    return fixed_width_lines(table_header(), table_rows(results))
+    return terminal.fixed_width_lines(table_header(), table_rows(results))
 
 
 def table_html(title: str, results: Sequence[CellResult], notes: Sequence[str] = ()) -> str:
@@ -96,7 +75,7 @@ def table_html(title: str, results: Sequence[CellResult], notes: Sequence[str] =
             f"{prompt_note} Client CPU: the load generator's busiest round, as a share of one core (of its busiest "
             f"process when spread). Client procs: processes that sent the cell from one schedule and one clock; "
             f"every percentile is over all their requests (--load-processes).")
-    return html_table(title, " ".join([*notes, note]), table_header(), table_rows(results))
+    return note_page(Table.of(title, table_header(), table_rows(results), [" ".join([*notes, note])]))
 
 
 def results_document(results: Sequence[CellResult], *, engine: dict[str, Any], settings: dict[str, Any],

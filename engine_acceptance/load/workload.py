@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from engine_acceptance.load.generator import PromptSource
-from engine_acceptance.load.report import fixed_width_lines
+from engine_acceptance.reporting.table import Table
 from engine_acceptance.wire.types import EngineTarget
 
 SettingsT = TypeVar("SettingsT")
@@ -67,22 +67,6 @@ class LoadContext:
     after_cell: AfterCell | None = None
 
 
-@dataclass(frozen=True)
-class Table:
-    """A workload's table: a header and one row of text per cell (or per window, for the soak)."""
-
-    header: tuple[str, ...]
-    rows: tuple[tuple[str, ...], ...]
-
-    @classmethod
-    def of(cls, header: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
-        return cls(tuple(header), tuple(tuple(row) for row in rows))
-
-    def lines(self) -> list[str]:
-        """Fixed-width text for the terminal, as every load table is printed."""
-        return fixed_width_lines(self.header, self.rows)
-
-
 @runtime_checkable
 class WorkloadResult(Protocol):
     """What a workload measured, in one shape: figures for JSON and comparisons, rows for a table."""
@@ -92,6 +76,7 @@ class WorkloadResult(Protocol):
         ...
 
     def table(self) -> Table:
+        """A row of text per cell (or per window, for the soak); any format module renders it."""
         ...
 
 

@@ -1,20 +1,18 @@
-"""Allure output of the run: the environment page, the categories, the executor, and each check's labels.
+"""Allure and the pytest run: a check's status and labels, the engine's title, the executor's build name.
 
-What a check attaches (a request and its reply, a JSON value) is
-:mod:`engine_acceptance.report_attachments`, which needs no pytest.
+The files around the checks' results (environment page, categories, executor) are written
+by :mod:`engine_acceptance.reporting.allure_files`; what a check attaches (a request and its
+reply, a JSON value) is :mod:`engine_acceptance.report_attachments`. Neither needs pytest.
 """
 
 from __future__ import annotations
 
 import doctest
-import json
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from engine_acceptance import __version__
 from engine_acceptance.capabilities.registry import GROUP_MARKERS
 from engine_acceptance.failure_categories import CATEGORIES, FAILURE_CATEGORIES, FAILURE_RULES, failure_category
 
@@ -26,13 +24,11 @@ __all__ = [
     "FAILURE_CATEGORIES",
     "allure_status",
     "engine_title",
+    "executor_build_name",
     "failure_category",
     "label_for_allure",
     "reference_banner",
     "shortfall_facts",
-    "write_categories",
-    "write_environment",
-    "write_executor",
 ]
 
 
@@ -42,53 +38,26 @@ def allure_status(exception: BaseException) -> str:
         else "broken"
 
 
-def write_environment(alluredir: str | Path, facts: dict[str, str]) -> Path:
-    """Write Allure's ``environment.properties`` (one ``key = value`` per line)."""
-    path = Path(alluredir) / "environment.properties"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    lines = [f"{key} = {_escape(str(value))}" for key, value in facts.items()]
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
-
-
 def shortfall_facts(entries: list[dict[str, Any]]) -> dict[str, str]:
     """The environment page's line per shortfall (gate.json's ``shortfalls``): ``shortfall.1.recall = ...``."""
     return {f"shortfall.{number}.{entry['check']}": f"{entry['summary']} ({entry['reason']})"
             for number, entry in enumerate(entries, start=1)}
 
 
-def write_categories(alluredir: str | Path) -> Path:
-    path = Path(alluredir) / "categories.json"
-    path.write_text(json.dumps(CATEGORIES, indent=2), encoding="utf-8")
-    return path
+def executor_build_name(session: "AcceptanceSession", *, now: datetime | None = None) -> str:
+    """The name ``executor.json`` gives this run: which engine release it tested, and when.
 
-
-def write_executor(alluredir: str | Path, session: "AcceptanceSession", *, now: datetime | None = None) -> Path:
-    """Write Allure's ``executor.json``: which engine release this run tested, and when.
-
-    The build name is what tells runs apart on the dashboard: ``allure_history seed``
-    prefixes it with the run's number in the engine's history (``#3 · ...``).
+    It is what tells runs apart on the dashboard: ``allure_history seed`` prefixes it with
+    the run's number in the engine's history (``#3 · ...``).
     """
     finished = (now or datetime.now(timezone.utc)).strftime("%Y-%m-%d %H:%M UTC")
-    path = Path(alluredir) / "executor.json"
-    executor = {
-        "name": f"engine-acceptance {__version__}",
-        "type": "pytest",
-        "buildName": f"{engine_title(session)} serving {session.engine.model!r}, {finished}",
-    }
-    path.write_text(json.dumps(executor, indent=2), encoding="utf-8")
-    return path
+    return f"{engine_title(session)} serving {session.engine.model!r}, {finished}"
 
 
 def engine_title(session: "AcceptanceSession") -> str:
     """The engine as the dashboard names it: kind and version, and whether it is the built-in one."""
     title = f"{session.engine.kind} {session.engine.version or ''}".strip()
     return f"{title} (built-in reference engine)" if session.reference else title
-
-
-def _escape(value: str) -> str:
-    # .properties files treat backslash and line ends specially.
-    return value.replace("\\", "\\\\").replace("\n", "\\n")
 
 
 def reference_banner(session: "AcceptanceSession") -> list[str]:

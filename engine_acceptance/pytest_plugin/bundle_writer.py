@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from engine_acceptance import __version__
+from engine_acceptance.pytest_plugin import gate_json
 from engine_acceptance.pytest_plugin.verdict import GateCollector
 from engine_acceptance.run_bundle import BUNDLE_FILE, BUNDLE_VERSION
 from engine_acceptance.session import AcceptanceSession
@@ -55,7 +56,7 @@ def _counted_figures(checks: list[dict[str, Any]]) -> tuple[list[dict[str, Any]]
 def bundle_document(gate: GateCollector, state: AcceptanceSession | None, args: list[str],
                     extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """The bundle as one JSON-ready document."""
-    verdict = gate.verdict()
+    verdict = gate_json.document(gate)
     checks = [{"id": item.nodeid, "group": item.capability, "outcome": item.outcome, "reason": item.reason,
                "covers": sorted(item.covers), "figures": gate.figures.get(item.nodeid, {})}
               for item in gate.outcomes.values()]

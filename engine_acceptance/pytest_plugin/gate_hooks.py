@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from engine_acceptance.pytest_plugin import gate_json, gate_table
 from engine_acceptance.pytest_plugin.bundle_writer import bundle_document, write_bundle
 from engine_acceptance.pytest_plugin.verdict import GateCollector
 from engine_acceptance.session import AcceptanceSession
@@ -44,7 +45,7 @@ class GateHooks:
             return
         if exitstatus == pytest.ExitCode.INTERRUPTED and not self.gate.interrupted:
             self.gate.interrupted = "interrupted"
-        self.gate.write(self.gate_json, {"engine": state.environment(), "discovery": (
+        gate_json.write(self.gate, self.gate_json, {"engine": state.environment(), "discovery": (
             state.discovery.to_dict() if state.discovery is not None else None)})
         # What the next release is compared with (engine-acceptance diff, docs/diff.md).
         self.bundle_written = write_bundle(self.run_bundle, bundle_document(
@@ -59,7 +60,7 @@ class GateHooks:
         if self.session is None:
             return
         terminalreporter.section("engine-acceptance gate")
-        for line in self.gate.table_lines():
+        for line in gate_table.lines(self.gate):
             terminalreporter.write_line(line, red=line.startswith("GATE: FAIL"), green=line.startswith("GATE: PASS"))
         terminalreporter.write_line(f"verdict written to {self.gate_json}")
         if self.bundle_written is not None:

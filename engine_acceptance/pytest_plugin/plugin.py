@@ -17,7 +17,7 @@ import pytest
 from engine_acceptance.errors import ENGINE_UNAVAILABLE_EXIT_CODE, EngineUnavailable, UsageError
 from engine_acceptance.profiles.expectations import load_expectations
 from engine_acceptance.profiles.sources import ProfileError, describe_sources, use_profile_dirs
-from engine_acceptance.pytest_plugin import allure_report, interrupts, suite
+from engine_acceptance.pytest_plugin import allure_report, gate_json, interrupts, suite
 from engine_acceptance.pytest_plugin.broken_lead import BrokenLeadHooks
 from engine_acceptance.pytest_plugin.collection import plan_items
 from engine_acceptance.pytest_plugin.engine_setup import check_profiles, prepare_session, shortfalls_of
@@ -42,6 +42,7 @@ from engine_acceptance.pytest_plugin.phases import (
 )
 from engine_acceptance.pytest_plugin.records import RecordHooks
 from engine_acceptance.pytest_plugin.verdict import GateCollector
+from engine_acceptance.reporting import allure_files
 from engine_acceptance.session import AcceptanceSession
 from engine_acceptance.shortfalls import SIZE_PROPERTY
 from engine_acceptance.sigterm import install_sigterm_handler, restore_sigterm_handler
@@ -68,7 +69,7 @@ def pytest_configure(config: pytest.Config) -> None:
         gate = config.stash.get(gate_key, None)
         if gate is not None:
             gate.engine_unavailable = str(exc)
-            gate.write(config.stash[options_key].gate_json)
+            gate_json.write(gate, config.stash[options_key].gate_json)
         pytest.exit(f"engine-acceptance: {exc}", returncode=ENGINE_UNAVAILABLE_EXIT_CODE)
 
 
@@ -174,9 +175,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if alluredir and state is not None and not hasattr(config, "workerinput"):
         gate = config.stash.get(gate_key, None)
         shortfalls = allure_report.shortfall_facts(gate.shortfall_entries()) if gate is not None else {}
-        allure_report.write_environment(alluredir, {**state.environment(), **shortfalls})
-        allure_report.write_categories(alluredir)
-        allure_report.write_executor(alluredir, state)
+        allure_files.write_environment(alluredir, {**state.environment(), **shortfalls})
+        allure_files.write_categories(alluredir)
+        allure_files.write_executor(alluredir, allure_report.executor_build_name(state))
 
 
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> tuple[str, str, str] | None:

@@ -1,10 +1,11 @@
 """The release gate: what passed, what failed, what is known, per capability.
 
 The collector sees every test report (on the controller, also under xdist) and
-turns them into the verdict a release pipeline reads: a short terminal table by
-check group, the capability table (declared, discovered, required, tested,
-result) and a machine-readable ``gate.json`` with the figures the measurements
-recorded, every measurement that ran smaller than declared (its *shortfall*,
+turns them into the verdict a release pipeline reads, which two modules render: a
+short terminal table by check group and the capability table (declared, discovered,
+required, tested, result) (:mod:`~engine_acceptance.pytest_plugin.gate_table`), and a
+machine-readable ``gate.json`` (:mod:`~engine_acceptance.pytest_plugin.gate_json`)
+with the figures the measurements recorded, every measurement that ran smaller than declared (its *shortfall*,
 :mod:`engine_acceptance.shortfalls`): in the capability row, under ``shortfalls`` and as a
 line of the table; a shortfall alone does not fail the gate), and the baselines the run
 was gated on with whose they are (a baseline of this same engine is a regression against
@@ -19,31 +20,21 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from engine_acceptance.capabilities.plan import CapabilityPlan, CapabilityRow, coverage_rows
+from engine_acceptance.capabilities.plan import CapabilityPlan, coverage_rows
 from engine_acceptance.capabilities.registry import GROUP_MARKERS
+from engine_acceptance.provenance import BASELINE_PROPERTY
+from engine_acceptance.reporting.results import OUTCOME_KINDS, CapabilityRow, CheckOutcome
 from engine_acceptance.shortfalls import Shortfall
-from engine_acceptance.provenance import BASELINE_PROPERTY, describe
 from engine_acceptance.run_bundle import CELLS_PROPERTY, RATE_PROPERTY
 
-__all__ = ["COVERS_PROPERTY", "CheckOutcome", "GateCollector"]
+__all__ = ["COVERS_PROPERTY", "GateCollector"]
 
 # The user property (set at collection) naming the capabilities a check tests; any other
 # user property a check records is a figure for gate.json.
 COVERS_PROPERTY = "engine_acceptance.covers"
-
-
-@dataclass
-class CheckOutcome:
-    nodeid: str
-    capability: str
-    outcome: str  # passed, failed, known_defect, stale_record, skipped
-    reason: str = ""
-    covers: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -113,13 +104,13 @@ class GateCollector:
     def counts_by_capability(self) -> dict[str, dict[str, int]]:
         table: dict[str, dict[str, int]] = {}
         for item in self.outcomes.values():
-            row = table.setdefault(item.capability, {k: 0 for k in
-                                                     ("passed", "failed", "known_defect", "stale_record", "skipped")})
+            row = table.setdefault(item.capability, {kind: 0 for kind in OUTCOME_KINDS})
             row[item.outcome] += 1
         order = {name: index for index, name in enumerate(GROUP_MARKERS + ("other",))}
         return dict(sorted(table.items(), key=lambda kv: order.get(kv[0], 99)))
 
-    def _by(self, outcome: str) -> list[CheckOutcome]:
+    def by_outcome(self, outcome: str) -> list[CheckOutcome]:
+        """The checks that ended as ``outcome`` (one of OUTCOME_KINDS), in the order they ran."""
         return [item for item in self.outcomes.values() if item.outcome == outcome]
 
     @property
@@ -142,7 +133,8 @@ class GateCollector:
         return seen
 
     def shortfall_entries(self) -> list[dict[str, Any]]:
-        """gate.json's ``shortfalls``: each with its checks and how they read at the size they ran at."""
+        """The shortfalls as gate.json and Allure's environment give them: each with its checks and how
+        they read at the size they ran at."""
         return [{**shortfall.as_dict(),
                  "checks": [{"id": i.nodeid, "outcome": i.outcome, "result": shortfall.check_result(i.outcome)}
                             for i in checks]}
@@ -160,93 +152,9 @@ class GateCollector:
     def passed(self) -> bool:
         if self.interrupted or self.engine_unavailable:
             return False
-        if self._by("failed") or self.gate_failures():
+        if self.by_outcome("failed") or self.gate_failures():
             return False
-        return not (self.stale_records_fail and self._by("stale_record"))
-
-    def verdict(self) -> dict[str, Any]:
-        totals = {k: len(self._by(k)) for k in ("passed", "failed", "known_defect", "stale_record", "skipped")}
-        return {
-            "gate": "pass" if self.passed else "fail",
-            "gate_failures": self.gate_failures(),
-            "interrupted": self.interrupted,
-            "engine_unavailable": self.engine_unavailable,
-            "totals": totals,
-            "capabilities": [row.as_dict() for row in self.capability_rows()],
-            "engine_facts": self.engine_facts,
-            "figures": self.figures,
-            "shortfalls": self.shortfall_entries(),
-            "baselines": list(self.baselines.values()),
-            "by_capability": self.counts_by_capability(),
-            "failing_checks": [{"id": i.nodeid, "reason": i.reason} for i in self._by("failed")],
-            "stale_records": [{"id": i.nodeid, "record": i.reason} for i in self._by("stale_record")],
-            "known_defects": [{"id": i.nodeid, "record": i.reason} for i in self._by("known_defect")],
-            "skipped": [{"id": i.nodeid, "reason": i.reason} for i in self._by("skipped")],
-            "stale_records_policy": "fail" if self.stale_records_fail else "warn",
-            "written_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        }
-
-    def write(self, path: str | Path, extra: dict[str, Any] | None = None) -> Path:
-        target = Path(path)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        data = {**self.verdict(), **(extra or {})}
-        tmp = target.with_suffix(target.suffix + ".tmp")
-        tmp.write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
-        tmp.replace(target)  # never leave a half-written verdict for a pipeline to read
-        return target
-
-    def table_lines(self) -> list[str]:
-        header = f"{'capability':<20}{'passed':>8}{'failed':>8}{'known':>8}{'stale':>8}{'skipped':>9}"
-        lines = [header, "-" * len(header)]
-        for capability, row in self.counts_by_capability().items():
-            lines.append(f"{capability:<20}{row['passed']:>8}{row['failed']:>8}{row['known_defect']:>8}"
-                         f"{row['stale_record']:>8}{row['skipped']:>9}")
-        reasons = sorted({item.reason for item in self._by("skipped") if item.reason})
-        for reason in reasons[:8]:
-            lines.append(f"  skipped: {reason}")
-        for item in self._by("stale_record"):
-            lines.append(f"  STALE RECORD (the defect seems fixed): {item.nodeid}")
-        lines += self.capability_table_lines()
-        lines += self.shortfall_lines()
-        lines += self.baseline_lines()
-        for reason in self.gate_failures():
-            lines.append(f"  GATE FAILURE: {reason}")
-        state = "PASS" if self.passed else "FAIL"
-        why = self.interrupted or self.engine_unavailable or ""
-        lines.append(f"GATE: {state}{' (' + why + ')' if why else ''}")
-        return lines
-
-    def baseline_lines(self) -> list[str]:
-        """One line per baseline gated on: what the comparison is, and whose the baseline is."""
-        return [f"  baseline ({entry.get('kind')}): {entry.get('comparison')}, {entry.get('path')}: "
-                f"{describe(entry.get('provenance'))}" for entry in self.baselines.values()]
-
-    def capability_table_lines(self) -> list[str]:
-        rows = self.capability_rows()
-        if not rows:
-            return []
-        # The discovered column is as wide as its longest word ("not served (stated)" is 19 characters).
-        width = max(12, *(len(row.discovered) + 2 for row in rows))
-        header = (f"{'capability':<20}{'declared':<10}{'discovered':<{width}}{'required':<10}"
-                  f"{'ran':>5}{'skipped':>9}  result")
-        lines = ["", header, "-" * len(header)]
-        for row in rows:
-            discovered = row.discovered.replace('_', ' ')
-            lines.append(f"{row.name:<20}{'yes' if row.declared else 'no':<10}{discovered:<{width}}"
-                         f"{'yes' if row.required else '-':<10}{row.ran:>5}{row.skipped:>9}  {_cell(row.result)}")
-        return lines + [f"  {fact}" for fact in self.engine_facts]
-
-    def shortfall_lines(self) -> list[str]:
-        """A line per shortfall: what ran smaller, why, and how its checks read at that size."""
-        lines = []
-        for shortfall, checks in self.shortfalls_seen():
-            counts: dict[str, int] = {}
-            for item in checks:
-                counts[item.outcome] = counts.get(item.outcome, 0) + 1
-            results = ", ".join(f"{count} {shortfall.check_result(outcome)}" for outcome, count in counts.items())
-            lines.append(f"  SHORTFALL ({shortfall.capability}): {shortfall.summary} "
-                         f"[{shortfall.reason()}]; checks: {results}")
-        return lines
+        return not (self.stale_records_fail and self.by_outcome("stale_record"))
 
 
 def _with_shortfalls(rows: list[CapabilityRow],
@@ -257,10 +165,6 @@ def _with_shortfalls(rows: list[CapabilityRow],
         notes.setdefault(shortfall.capability, []).append(shortfall.summary)
     return [dataclasses.replace(row, result="; ".join([row.result, *notes[row.name]])) if row.name in notes else row
             for row in rows]
-
-
-def _cell(text: str, limit: int = 110) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _figure(value: Any) -> Any:

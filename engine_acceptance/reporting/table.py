@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["Table"]
+__all__ = ["Table", "shorten"]
 
 
 @dataclass(frozen=True)
@@ -27,3 +27,8 @@ class Table:
     def of(cls, title: str, header: Sequence[str], rows: Sequence[Sequence[str]] = (),
            notes: Sequence[str] = ()) -> Table:
         return cls(title, tuple(header), tuple(tuple(row) for row in rows), tuple(notes))
+
+
+def shorten(text: str, limit: int) -> str:
+    """A cell's text in at most ``limit`` characters, an ellipsis marking a cut."""
+    return text if len(text) <= limit else text[:limit - 1] + "…"

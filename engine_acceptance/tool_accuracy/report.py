@@ -7,17 +7,17 @@ be a regression against itself (``engine_acceptance.provenance``), never accurac
 
 from __future__ import annotations
 
-import csv
-import io
 from collections.abc import Sequence
 
-from engine_acceptance.load.charts import png_of, pyplot
+from engine_acceptance.reporting.charts import png_of, pyplot
+from engine_acceptance.reporting.csv_text import table_csv
+from engine_acceptance.reporting.table import Table
 from engine_acceptance.provenance import AGAINST_ITSELF, UNKNOWN
 from engine_acceptance.tool_accuracy.runner import CaseOutcome
 from engine_acceptance.tool_accuracy.scoring import Confusion, ToolScore
 
-__all__ = ["comparison_text", "confusion_csv", "error_kinds", "failure_examples", "shape_chart_png", "shape_csv",
-           "summary_lines"]
+__all__ = ["comparison_text", "confusion_csv", "confusion_table", "error_kinds", "failure_examples", "shape_chart_png",
+           "shape_csv", "shape_table", "summary_lines"]
 
 
 def comparison_text(comparison: str | None) -> str:
@@ -53,24 +53,29 @@ def _confusion_text(value: Confusion) -> str:
             f"agreement {value.agreement}")
 
 
+def confusion_table(value: Confusion, reference: str) -> Table:
+    """Tool calls of this deployment against ``reference``'s, as a 2x2 table."""
+    return Table.of(f"tool-call trigger against {reference}", ["", f"{reference} called", f"{reference} did not call"],
+                    [["this deployment called", str(value.both), str(value.only_candidate)],
+                     ["this deployment did not call", str(value.only_reference), str(value.neither)]])
+
+
 def confusion_csv(value: Confusion, reference: str) -> str:
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(["", f"{reference} called", f"{reference} did not call"])
-    writer.writerow(["this deployment called", value.both, value.only_candidate])
-    writer.writerow(["this deployment did not call", value.only_reference, value.neither])
-    return out.getvalue()
+    return table_csv(confusion_table(value, reference))
+
+
+def shape_table(score: ToolScore) -> Table:
+    """Per schema shape: cases, replies calling a tool, calls, schema-valid calls, inconsistent finishes, errors."""
+    return Table.of("tool accuracy by schema shape",
+                    ["shape", "cases", "replies calling", "calls", "schema-valid calls", "finish_reason inconsistent",
+                     "HTTP errors"],
+                    [[shape, *(str(row[key]) for key in ("cases", "replies_calling", "calls", "valid_calls",
+                                                          "finish_inconsistent", "errors"))]
+                     for shape, row in score.by_shape.items()])
 
 
 def shape_csv(score: ToolScore) -> str:
-    out = io.StringIO()
-    writer = csv.writer(out)
-    writer.writerow(["shape", "cases", "replies calling", "calls", "schema-valid calls", "finish_reason inconsistent",
-                     "HTTP errors"])
-    for shape, row in score.by_shape.items():
-        writer.writerow([shape, row["cases"], row["replies_calling"], row["calls"], row["valid_calls"],
-                         row["finish_inconsistent"], row["errors"]])
-    return out.getvalue()
+    return table_csv(shape_table(score))
 
 
 def failure_examples(outcomes: Sequence[CaseOutcome], *, kind: str, limit: int = 5) -> list[str]:

@@ -9,6 +9,7 @@ import pytest
 
 from engine_acceptance.capabilities.plan import coverage_rows, effective_profile, plan_capabilities, \
     validate_capability_names
+from engine_acceptance.pytest_plugin import gate_json
 from engine_acceptance.pytest_plugin.verdict import COVERS_PROPERTY, GateCollector
 from engine_acceptance.profiles.profile import load_model_profile
 
@@ -86,7 +87,7 @@ def test_figures_recorded_by_checks_reach_the_verdict_and_coverage_does_not() ->
     gate = GateCollector(plans=plan_capabilities(GENERIC, None, frozenset()))
     gate.add("t::a", ["text"], "call", "passed", None, "",
              [(COVERS_PROPERTY, "text"), ("ttft_s", 0.25), ("cells", '{"128/128@1": {"output_tok_s": 15.2}}')])
-    verdict = gate.verdict()
+    verdict = gate_json.document(gate)
     assert verdict["figures"] == {"t::a": {"ttft_s": 0.25, "cells": {"128/128@1": {"output_tok_s": 15.2}}}}
     text = next(row for row in verdict["capabilities"] if row["name"] == "text")
     assert text["ran"] == 1 and text["result"] == "passed"
@@ -144,7 +145,7 @@ def test_the_gate_fails_on_a_required_capability_known_only_as_broken() -> None:
     gate.add("t::b", ["tools"], "call", "skipped", "known defect (x): y", "", [(COVERS_PROPERTY, "tools")])
     assert not gate.passed
     assert "required capability 'tools' is known broken" in gate.gate_failures()[0]
-    assert gate.verdict()["capabilities"][5]["name"] == "tools" and not gate.verdict()["capabilities"][5]["tested"]
+    assert gate_json.document(gate)["capabilities"][5]["name"] == "tools" and not gate_json.document(gate)["capabilities"][5]["tested"]
 
 
 def test_a_capability_stated_not_served_is_skipped_whatever_the_probe_found_and_says_where() -> None:

@@ -21,7 +21,8 @@ import pytest
 from suite_runner import run_suite
 
 from engine_acceptance.compare.run import EngineSpec, main as compare_main, parse_args, phase_command
-from engine_acceptance.compare.report import Figure, compare_figures
+from engine_acceptance.compare.report import compare_figures
+from engine_acceptance.reporting.results import Spread
 from engine_acceptance.pytest_plugin.option_catalog import OPTIONS, driver_set_options
 
 REPO = Path(__file__).resolve().parents[2]
@@ -194,17 +195,17 @@ def test_an_engines_own_workers_replace_the_drivers_for_its_functional_checks_an
 
 
 def test_ratio_notes_claim_no_winner_when_ranges_overlap_or_there_is_one_value() -> None:
-    base = Figure(100.0, 90.0, 110.0, 3)
-    assert compare_figures(base, Figure(105.0, 95.0, 120.0, 3), higher_is_better=True, other_name="b",
+    base = Spread.of([90.0, 100.0, 110.0])
+    assert compare_figures(base, Spread.of([95.0, 105.0, 120.0]), higher_is_better=True, other_name="b",
                            base_name="a") == (pytest.approx(1.05), "ranges overlap: no winner")
-    assert compare_figures(base, Figure(200.0, 190.0, 210.0, 3), higher_is_better=True, other_name="b",
+    assert compare_figures(base, Spread.of([190.0, 200.0, 210.0]), higher_is_better=True, other_name="b",
                            base_name="a") == (pytest.approx(2.0), "ranges apart: b better")
     # Latency: higher is worse.
-    assert compare_figures(base, Figure(200.0, 190.0, 210.0, 3), higher_is_better=False, other_name="b",
+    assert compare_figures(base, Spread.of([190.0, 200.0, 210.0]), higher_is_better=False, other_name="b",
                            base_name="a")[1] == "ranges apart: a better"
-    assert compare_figures(Figure(1.0), Figure(2.0), higher_is_better=False, other_name="b",
+    assert compare_figures(Spread(1.0), Spread(2.0), higher_is_better=False, other_name="b",
                            base_name="a")[1] == "one value each: no range, no winner claimed"
-    assert compare_figures(base, Figure(None), higher_is_better=True, other_name="b",
+    assert compare_figures(base, Spread(None), higher_is_better=True, other_name="b",
                            base_name="a") == (None, "not measured on both")
 
 

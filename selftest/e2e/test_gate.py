@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from suite_runner import run_suite
 
+from engine_acceptance.pytest_plugin import gate_json
 from engine_acceptance.pytest_plugin.verdict import GateCollector
 
 USAGE_CHECK = "tests/test_text.py::test_usage_is_present_and_total_is_prompt_plus_completion[*]"
@@ -32,7 +33,7 @@ def test_collector_counts_by_capability_and_fails_on_a_failure() -> None:
     assert gate.passed
     gate.add("t::d", ["streaming"], "call", "failed", None, "E   AssertionError: no [DONE]\nmore")
     assert not gate.passed
-    verdict = gate.verdict()
+    verdict = gate_json.document(gate)
     assert verdict["totals"] == {"passed": 1, "failed": 1, "known_defect": 1, "stale_record": 0, "skipped": 1}
     assert verdict["failing_checks"] == [{"id": "t::d", "reason": "AssertionError: no [DONE]"}]
     assert verdict["skipped"][0]["reason"] == "model profile lacks image"
@@ -48,17 +49,17 @@ def test_teardown_pass_does_not_hide_a_call_failure() -> None:
 def test_stale_record_fails_in_strict_mode_and_warns_in_warn_mode() -> None:
     strict = GateCollector(stale_records_fail=True)
     strict.add("t::a", ["text"], "call", "failed", None, "[XPASS(strict)] known defect")
-    assert not strict.passed and strict.verdict()["stale_records"]
+    assert not strict.passed and gate_json.document(strict)["stale_records"]
     warn = GateCollector(stale_records_fail=False)
     warn.add("t::a", ["text"], "call", "passed", "known defect", "")
-    assert warn.passed and warn.verdict()["stale_records"]
+    assert warn.passed and gate_json.document(warn)["stale_records"]
 
 
 def test_interrupted_run_never_passes(tmp_path: Path) -> None:
     gate = GateCollector()
     gate.add("t::a", ["text"], "call", "passed", None, "")
     gate.interrupted = "interrupted (KeyboardInterrupt)"
-    data = json.loads(gate.write(tmp_path / "gate.json").read_text())
+    data = json.loads(gate_json.write(gate, tmp_path / "gate.json").read_text())
     assert data["gate"] == "fail" and data["interrupted"]
 
 

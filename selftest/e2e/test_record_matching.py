@@ -20,7 +20,8 @@ from engine_acceptance.profiles.expectations import EXPECTATIONS_DIR, FailureDes
 from engine_acceptance.profiles.profile import ProfileError
 from engine_acceptance.assertions import SeveralProblems, problems_failure
 from engine_acceptance.pytest_plugin.records import MISMATCH, judge, mismatch_line
-from engine_acceptance.pytest_plugin.allure_report import FAILURE_CATEGORIES, failure_category, write_categories
+from engine_acceptance.pytest_plugin.allure_report import FAILURE_CATEGORIES, failure_category
+from engine_acceptance.reporting.allure_files import write_categories
 
 # Failure messages as allure-pytest and the records see them (ExceptionInfo.exconly()),
 # worded as tests/test_corrupt_media.py words them through media_checks.refusal_problem.

@@ -32,6 +32,7 @@ from engine_acceptance.load.soak.traffic import SoakSettings
 from engine_acceptance.load.soak.workload import SoakRun, SoakWorkload
 from engine_acceptance.load.workload import LoadContext, Workload, WorkloadResult
 from engine_acceptance.reference_engine.launcher import RunningReferenceEngine, start_reference_engine
+from engine_acceptance.reporting import terminal
 from engine_acceptance.wire.types import EngineTarget
 
 pytestmark = pytest.mark.asyncio
@@ -75,7 +76,7 @@ async def test_closed_loop_gives_the_throughput_table_and_figures(engine) -> Non
     assert [r.cell.key for r in runs] == [f"{INPUT_TOKENS}/{OUTPUT_TOKENS}@2"]
     assert said[0].startswith(f"{runs[0].cell.key}: 2 round(s) of 4 requests, 2 warm-up; prompts from ")
     assert workload.next_index == 2 + 4 * 2  # the next run's prompts follow this one's
-    assert result.table().lines() == table_lines(runs)
+    assert terminal.table_lines(result.table(), title=False) == table_lines(runs)
     figures = result.figures()
     assert set(figures) == {runs[0].cell.key}
     assert figures[runs[0].cell.key]["output_tok_s"]["median"] > 0
@@ -107,7 +108,7 @@ async def test_open_loop_is_off_without_an_slo_and_judges_its_cells_with_one(eng
                                                   shape=(INPUT_TOKENS, OUTPUT_TOKENS)))
     runs, result = await _through_the_interface(workload, options)
     assert len(runs) == 1
-    assert result.table().lines() == slo_table_lines(result.outcomes)
+    assert terminal.table_lines(result.table(), title=False) == slo_table_lines(result.outcomes)
     figures = result.figures()
     assert figures["spec"]["e2e_ms"] == 60_000.0
     assert figures["cells"][runs[0].cell.key]["attainment"] == 1.0
@@ -119,7 +120,7 @@ async def test_media_gives_the_media_table_and_figures(engine) -> None:
     cells = tuple(select_media_cells("image-512@1x2"))
     runs, result = await _through_the_interface(workload, _options(media=MediaSettings(cells)))
     assert [r.cell.key for r in runs] == ["image-512@1"]
-    assert result.table().lines() == media_table_lines(runs)
+    assert terminal.table_lines(result.table(), title=False) == media_table_lines(runs)
     assert result.figures() == {"image-512@1": runs[0].figures()}
 
 

@@ -16,7 +16,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from engine_acceptance.pytest_plugin.allure_report import write_executor
+from engine_acceptance.pytest_plugin.allure_report import executor_build_name
+from engine_acceptance.reporting.allure_files import write_executor
 
 REPO = Path(__file__).resolve().parent.parent.parent
 
@@ -53,7 +54,8 @@ def test_the_executor_names_the_engine_release_and_the_time_of_the_run(
         tmp_path: Path, version: str | None, reference: bool, build_name: str) -> None:
     now = datetime(2025, 6, 1, 10, 5, 59, tzinfo=timezone.utc)
     session = session_of(version=version, reference=reference)
-    executor = json.loads(write_executor(tmp_path, session, now=now).read_text())  # type: ignore[arg-type]
+    build_name = executor_build_name(session, now=now)  # type: ignore[arg-type]
+    executor = json.loads(write_executor(tmp_path, build_name).read_text())
     assert executor["buildName"] == build_name
     assert executor["name"].startswith("engine-acceptance ")
     assert "buildOrder" not in executor, "the history store numbers runs, not the plugin"

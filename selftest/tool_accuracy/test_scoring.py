@@ -17,6 +17,7 @@ from engine_acceptance.provenance import (
     comparison,
     provenance_of,
 )
+from engine_acceptance.pytest_plugin import gate_json, gate_table
 from engine_acceptance.pytest_plugin.verdict import GateCollector
 from engine_acceptance.tool_accuracy.baseline import BaselineError, load_baseline, set_digest, write_baseline
 from engine_acceptance.tool_accuracy.dataset import CASES_FILE, ToolCase, ToolSetError, load_cases
@@ -200,9 +201,9 @@ def test_gate_json_and_the_table_list_the_baseline_and_what_the_comparison_is() 
     entry = baseline_entry("tool_accuracy", "base.json", provenance, _engine())
     gate.add("tests/test_tool_accuracy.py::test_tool_call_triggers_match_the_baseline", ["tool_accuracy"], "call",
              "passed", None, "", [(BASELINE_PROPERTY, json.dumps(entry)), ("tool_trigger_vs_baseline", "{}")])
-    verdict = gate.verdict()
+    verdict = gate_json.document(gate)
     assert verdict["baselines"] == [{"kind": "tool_accuracy", "path": "base.json", "provenance": provenance,
                                      "comparison": "regression against itself"}]
     assert BASELINE_PROPERTY not in json.dumps(verdict["figures"])
     assert any(line.startswith("  baseline (tool_accuracy): regression against itself, base.json: vllm 0.32.0, "
-                               "model gemma-3-270m, at http://ci-host:8000") for line in gate.table_lines())
+                               "model gemma-3-270m, at http://ci-host:8000") for line in gate_table.lines(gate))

@@ -19,7 +19,8 @@ from engine_acceptance.load.closed_loop.settings import ThroughputSettings
 from engine_acceptance.load.generator import Cell, CellResult, measure_cell
 from engine_acceptance.load.prompts import TextPrompts
 from engine_acceptance.load.report import table_header, table_rows
-from engine_acceptance.load.workload import LoadContext, Table
+from engine_acceptance.load.workload import LoadContext
+from engine_acceptance.reporting.table import Table
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ class ClosedLoopResult:
                 for r in self.cells}
 
     def table(self) -> Table:
-        return Table.of(table_header(), table_rows(self.cells))
+        return Table.of("Throughput, fixed length", table_header(), table_rows(self.cells))
 
 
 class ClosedLoopWorkload:

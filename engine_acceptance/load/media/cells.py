@@ -35,7 +35,9 @@ from engine_acceptance.wire.media_parts import media_part, user_turn
 from engine_acceptance.load.metrics import CellSummary, RequestRecord, RoundSummary, samples_ms, summarize_cell
 from engine_acceptance.profiles.profile import DATA_ROOT
 from engine_acceptance.wire.reassembly import reassemble_stream
-from engine_acceptance.load.report import fixed_width_lines, format_spread, html_table
+from engine_acceptance.load.report import note_page
+from engine_acceptance.reporting import terminal
+from engine_acceptance.reporting.table import Table
 from engine_acceptance.errors import UsageError
 from engine_acceptance.option_spec import OptionSpec
 from engine_acceptance.resources import read_yaml
@@ -300,7 +302,7 @@ def table_rows(results: Sequence[MediaCellResult]) -> list[list[str]]:
         errors = ", ".join(f"{k}={v}" for k, v in sorted(summary.errors_by_kind.items())) or "0"
         rows.append([result.cell.input.name, str(result.cell.concurrency),
                      f"{result.cell.requests}x{len(summary.rounds)}",
-                     *(format_spread(summary.metrics[name]) for name, _ in FIGURES), errors,
+                     *(summary.metrics[name].text() for name, _ in FIGURES), errors,
                      f"{len(result.wrong)}/{result.answered}"])
     return rows
 
@@ -311,12 +313,12 @@ def table_header() -> list[str]:
 
 def media_table_lines(results: Sequence[MediaCellResult]) -> list[str]:
     """A fixed-width table: median of rounds [min-max]."""
-    return fixed_width_lines(table_header(), table_rows(results))
+    return terminal.fixed_width_lines(table_header(), table_rows(results))
 
 
 def media_table_html(title: str, results: Sequence[MediaCellResult]) -> str:
-    return html_table(title, f"Each cell: median of rounds [min-max across rounds]. {CACHE_NOTE}",
-                      table_header(), table_rows(results))
+    return note_page(Table.of(title, table_header(), table_rows(results),
+                              [f"Each cell: median of rounds [min-max across rounds]. {CACHE_NOTE}"]))
 
 
 OPTIONS = (

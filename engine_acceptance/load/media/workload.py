@@ -21,7 +21,8 @@ from engine_acceptance.load.media.cells import (
     table_header,
     table_rows,
 )
-from engine_acceptance.load.workload import LoadContext, Table
+from engine_acceptance.load.workload import LoadContext
+from engine_acceptance.reporting.table import Table
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ class MediaResult:
         return {r.cell.key: r.figures() for r in self.cells}
 
     def table(self) -> Table:
-        return Table.of(table_header(), table_rows(self.cells))
+        return Table.of("Media throughput", table_header(), table_rows(self.cells))
 
 
 class MediaWorkload:

@@ -9,16 +9,17 @@ line, so where latency leaves the objective is visible at a glance.
 
 from __future__ import annotations
 
-import csv
-import io
 import math
 from collections.abc import Sequence
 
 from engine_acceptance.load.arrivals import LATE_S, format_rate
-from engine_acceptance.load.charts import png_of, pyplot
 from engine_acceptance.load.metrics import PERCENTILE_METHOD
-from engine_acceptance.load.report import fixed_width_lines, html_table
+from engine_acceptance.load.report import note_page
 from engine_acceptance.load.open_loop.slo import SLO_METRICS, SLO_PERCENTILES, SloOutcome, SloSpec
+from engine_acceptance.reporting import terminal
+from engine_acceptance.reporting.charts import png_of, pyplot
+from engine_acceptance.reporting.csv_text import records_csv
+from engine_acceptance.reporting.table import Table
 
 __all__ = ["slo_chart_png", "slo_csv", "slo_table_html", "slo_table_lines", "table_header", "table_rows"]
 
@@ -50,7 +51,7 @@ def table_rows(outcomes: Sequence[SloOutcome]) -> list[list[str]]:
 
 
 def slo_table_lines(outcomes: Sequence[SloOutcome]) -> list[str]:
-    return fixed_width_lines(table_header(), table_rows(outcomes))
+    return terminal.fixed_width_lines(table_header(), table_rows(outcomes))
 
 
 def slo_table_html(title: str, spec: SloSpec, outcomes: Sequence[SloOutcome]) -> str:
@@ -59,22 +60,16 @@ def slo_table_html(title: str, spec: SloSpec, outcomes: Sequence[SloOutcome]) ->
             f"Percentiles over the successful requests by {PERCENTILE_METHOD}. A send more than "
             f"{LATE_S * 1000:g} ms behind its due time is late: counted, never shifted. Client processes: how many "
             f"processes sent the cell, from one schedule and one clock (--load-processes).")
-    return html_table(title, note, table_header(), table_rows(outcomes))
+    return note_page(Table.of(title, table_header(), table_rows(outcomes), [note]))
 
 
 def slo_csv(outcomes: Sequence[SloOutcome]) -> str:
     """The table as CSV, numbers unformatted (for spreadsheets and the comparison of runs)."""
-    buffer = io.StringIO()
     columns = ["key", "request_rate", "sent", "meeting", "attainment", "attainment_wilson_low",
                "attainment_wilson_high", "goodput_rps", "duration_s", *(name for name, _ in _LATENCY_COLUMNS),
                "late_sends", "max_in_flight", "client_processes"]
-    writer = csv.DictWriter(buffer, fieldnames=columns, extrasaction="ignore", lineterminator="\n")
-    writer.writeheader()
-    for outcome in outcomes:
-        row = outcome.as_dict()
-        row["request_rate"] = format_rate(outcome.rate)
-        writer.writerow(row)
-    return buffer.getvalue()
+    return records_csv(columns, ({**outcome.as_dict(), "request_rate": format_rate(outcome.rate)}
+                                 for outcome in outcomes))
 
 
 def slo_chart_png(title: str, spec: SloSpec, outcomes: Sequence[SloOutcome]) -> bytes:

@@ -19,7 +19,8 @@ from engine_acceptance.load.open_loop.cells import RateCell, RateCellResult, mea
 from engine_acceptance.load.open_loop.report import table_header, table_rows
 from engine_acceptance.load.open_loop.settings import OpenLoopSettings
 from engine_acceptance.load.open_loop.slo import SloOutcome, SloSpec, evaluate_slo
-from engine_acceptance.load.workload import LoadContext, Table
+from engine_acceptance.load.workload import LoadContext
+from engine_acceptance.reporting.table import Table
 
 
 @dataclass(frozen=True)
@@ -32,7 +33,7 @@ class OpenLoopResult:
         return {"spec": self.spec.as_dict(), "cells": {o.key: o.as_dict() for o in self.outcomes}}
 
     def table(self) -> Table:
-        return Table.of(table_header(), table_rows(self.outcomes))
+        return Table.of("SLO, open loop", table_header(), table_rows(self.outcomes))
 
     def problems(self) -> list[str]:
         return [problem for outcome in self.outcomes for problem in outcome.problems(self.spec)]

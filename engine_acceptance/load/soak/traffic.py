@@ -35,6 +35,8 @@ from engine_acceptance.option_spec import OptionSpec
 # The Prometheus reader is shared with the cancellation checks; re-exported here for the soak's users.
 from engine_acceptance.wire.prometheus import parse_prometheus, pick_series
 from engine_acceptance.errors import UsageError
+from engine_acceptance.reporting import terminal
+from engine_acceptance.reporting.table import Table
 
 __all__ = [
     "DEFAULT_IMAGE_SHARE",
@@ -265,26 +267,26 @@ class SoakReport:
     def as_dict(self) -> dict[str, Any]:
         return {**self.summary(), "requests_detail": [asdict(s) for s in self.samples]}
 
+    def window_table(self) -> Table:
+        """A row per observation window: its span, requests, failures, error rate, median and P95 E2E."""
+        return Table.of("Soak: observation windows",
+                        ["window s", "requests", "failed", "errors", "median E2E ms", "P95 E2E ms"],
+                        [[f"{w.start_s:.0f}-{w.end_s:.0f}", str(w.requests), str(w.failures), f"{w.error_rate:.0%}",
+                          _ms(w.p50_e2e_ms), _ms(w.p95_e2e_ms)] for w in self.windows])
+
     def table_lines(self) -> list[str]:
         """Totals, the windows, and the metrics at the start and the end, for the terminal."""
-        def ms(value: float | None) -> str:
-            return "-" if value is None else f"{value:.1f}"
-
         late, worst = self.late()
         images = sum(1 for s in self.samples if s.kind == "image")
         lines = [
             f"{len(self.samples)} requests ({images} with an image) in {self.duration_s / 60:.2f} min at "
             f"{self.settings.rate_per_s:g} req/s, up to {self.settings.workers} workers: {self.failures} failed, "
-            f"E2E median {ms(self.e2e_ms(50))} ms, P95 {ms(self.e2e_ms(95))} ms"
+            f"E2E median {_ms(self.e2e_ms(50))} ms, P95 {_ms(self.e2e_ms(95))} ms"
             + (f"; {late} sent late (all workers busy, up to {worst:.1f} s)" if late else ""),
         ]
         if self.ended_early:
             lines.append(f"ENDED EARLY: {self.ended_early} (planned {self.settings.minutes:g} min)")
-        header = f"{'window s':<14}{'requests':>9}{'failed':>8}{'errors':>8}{'median E2E ms':>15}{'P95 E2E ms':>12}"
-        lines += [header, "-" * len(header)]
-        for w in self.windows:
-            lines.append(f"{f'{w.start_s:.0f}-{w.end_s:.0f}':<14}{w.requests:>9}{w.failures:>8}"
-                         f"{w.error_rate:>8.0%}{ms(w.p50_e2e_ms):>15}{ms(w.p95_e2e_ms):>12}")
+        lines += terminal.aligned_lines(self.window_table(), (14, 9, 8, 8, 15, 12), right=range(1, 6))
         if self.metrics_note:
             lines.append(f"metrics: {self.metrics_note}")
         if self.metrics_start is not None or self.metrics_end is not None:
@@ -293,6 +295,10 @@ class SoakReport:
                 lines.append(f"  {name}: start {_figure(name, start.get(name))}, end {_figure(name, end.get(name))}")
         lines += [f"note: {note}" for note in self.notes]
         return lines
+
+
+def _ms(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
 
 
 def _figure(name: str, value: float | None) -> str:

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine_acceptance.load.soak.traffic import SoakReport, SoakSample, SoakSettings, run_soak
-from engine_acceptance.load.workload import LoadContext, Table
+from engine_acceptance.load.workload import LoadContext
+from engine_acceptance.reporting.table import Table
 
 
 @dataclass(frozen=True)
@@ -34,12 +35,7 @@ class SoakResult:
         return self.report.summary()
 
     def table(self) -> Table:
-        def ms(value: float | None) -> str:
-            return "-" if value is None else f"{value:.1f}"
-
-        return Table.of(["window s", "requests", "failed", "errors", "median E2E ms", "P95 E2E ms"],
-                        [[f"{w.start_s:.0f}-{w.end_s:.0f}", str(w.requests), str(w.failures), f"{w.error_rate:.0%}",
-                          ms(w.p50_e2e_ms), ms(w.p95_e2e_ms)] for w in self.report.windows])
+        return self.report.window_table()
 
 
 class SoakWorkload:
