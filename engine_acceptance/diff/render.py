@@ -30,10 +30,10 @@ from engine_acceptance.diff.compare_runs import (
     DiffReport,
     Finding,
 )
-from engine_acceptance.load.charts import png_of, pyplot
 from engine_acceptance.reporting import html as html_format
 from engine_acceptance.reporting import markdown, terminal
-from engine_acceptance.reporting.table import Table
+from engine_acceptance.reporting.charts import png_of, pyplot
+from engine_acceptance.reporting.table import Table, shorten
 
 __all__ = ["diff_tables", "json_document", "json_text", "render_html", "render_markdown", "render_terminal",
            "summary_line"]
@@ -143,8 +143,8 @@ def render_terminal(report: DiffReport, *, everything: bool = False) -> str:
 
 def _clipped(table: Table) -> Table:
     """The table with every cell cut to NOTE_LIMIT characters."""
-    return Table.of(table.title, table.header, [tuple(c if len(c) <= NOTE_LIMIT else c[:NOTE_LIMIT - 1] + "…"
-                                                      for c in row) for row in table.rows], table.notes)
+    return Table.of(table.title, table.header, [tuple(shorten(c, NOTE_LIMIT) for c in row) for row in table.rows],
+                    table.notes)
 
 
 def render_markdown(report: DiffReport) -> str:
