@@ -60,8 +60,10 @@ THROUGHPUT = "throughput"
 TOLERANCE_FAMILIES = (*(family for family, _ in SAMPLE_METRICS.values()), THROUGHPUT)
 # A tool-call trigger confusion's counts, in the order statistics.f1_difference takes them.
 CONFUSION_FIELDS = ("both_called", "only_candidate_called", "only_reference_called", "neither_called")
-# Why two runs' throughput prompts differ most often: drawn from a random seed unless one is given.
-_SEED_HINT = {"throughput": "; the prompts are drawn at random unless both runs give the same --throughput-seed"}
+# Why two runs' throughput requests differ most often: the prompts' kind or origin (token ids from the
+# engine's /tokenize or a local tokenizer, or text of an estimated length).
+_REQUEST_SET_HINT = {"throughput": "; the prompts were made another way (token ids from /tokenize, a local tokenizer "
+                            "or estimated text)"}
 # Engine facts that differ between any two runs and say nothing about what was tested: the URL
 # (a port), and timings (names ending in _s: how long readiness or discovery took).
 _VOLATILE_FACTS = frozenset({"engine.url"})
@@ -199,6 +201,11 @@ def _context_notes(base: Bundle, new: Bundle) -> list[str]:
             notes.append(f"The {kind} profile differs: {before.get('name', '-')} "
                          f"({str(before.get('sha256') or '-')[:12]}) -> {after.get('name', '-')} "
                          f"({str(after.get('sha256') or '-')[:12]}).")
+    base_seeds, new_seeds = _prompt_seeds(base), _prompt_seeds(new)
+    if base_seeds and new_seeds and base_seeds != new_seeds:
+        notes.append(f"Throughput prompts drawn with other seeds (BASE {', '.join(map(str, sorted(base_seeds)))}, "
+                     f"NEW {', '.join(map(str, sorted(new_seeds)))}): the same lengths from the same corpus, not the "
+                     f"same texts; --throughput-seed N in both runs sends identical prompts.")
     base_args, new_args = _what_was_asked(base), _what_was_asked(new)
     only_base = [str(arg) for arg in base_args if arg not in new_args]
     only_new = [str(arg) for arg in new_args if arg not in base_args]
@@ -206,6 +213,11 @@ def _context_notes(base: Bundle, new: Bundle) -> list[str]:
         notes.append(f"Command lines differ (where files were written aside): only BASE {' '.join(only_base) or '-'}; "
                      f"only NEW {' '.join(only_new) or '-'}.")
     return notes
+
+
+def _prompt_seeds(bundle: Bundle) -> set[int]:
+    """The seeds the run's throughput prompts were drawn with (random unless --throughput-seed was given)."""
+    return {cell["prompt_seed"] for cell in bundle.section("cells") if cell.get("prompt_seed") is not None}
 
 
 def _volatile(fact: str) -> bool:
@@ -367,7 +379,7 @@ def _cell_findings(base: Bundle, new: Bundle, tolerances: Tolerances, seed: int,
         if before.get("request_set") != cell.get("request_set"):
             not_compared.append(NotCompared(f"cell {name}", f"the same shape but other requests (request_set "
                                             f"{before.get('request_set')} vs {cell.get('request_set')}: other "
-                                            f"prompts, prompt seed or media){_SEED_HINT.get(identity[0], '')}"))
+                                            f"prompts or media){_REQUEST_SET_HINT.get(identity[0], '')}"))
             continue
         findings += _sample_findings(name, identity, before, cell, tolerances, seed)
         findings += _round_findings(name, identity, before, cell, tolerances, seed)
@@ -447,7 +459,7 @@ def _figure_findings(name: str, base: Mapping[str, Any], new: Mapping[str, Any])
         if not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in (before, after)):
             continue
         change = after / before - 1 if before else None
-        findings.append(Finding(PERFORMANCE, UNCHANGED, name, metric, f"{before:.4g}", f"{after:.4g}", change,
+        findings.append(Finding(PERFORMANCE, UNCHANGED, name, metric, _figure(before), _figure(after), change,
                                 unit="relative", note="one value a run: no interval, never significant on its own"))
     return findings
 
@@ -456,12 +468,17 @@ def _percentile(values: Sequence[float], q: int) -> float | None:
     return float(np.percentile(values, q)) if values else None
 
 
+def _figure(value: float) -> str:
+    """Four significant digits, but never an exponent: 12,270 ms reads as it is, not 1.227e+04."""
+    return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+
+
 def _ms(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4g} ms"
+    return "-" if value is None else f"{_figure(value)} ms"
 
 
 def _mean(values: Sequence[float]) -> str:
-    return f"{sum(values) / len(values):.4g}" if values else "-"
+    return _figure(sum(values) / len(values)) if values else "-"
 
 
 # --- 4. rates ------------------------------------------------------------------------------

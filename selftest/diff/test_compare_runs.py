@@ -138,6 +138,15 @@ def test_cells_of_another_shape_or_request_set_are_not_compared_and_say_why() ->
     assert why["cell throughput 1024/128@1"] == "only in BASE"
 
 
+def test_prompts_drawn_with_other_seeds_are_compared_and_the_seeds_are_said() -> None:
+    # The throughput prompts' seed is random by default: the same lengths from the same corpus.
+    report = diff(bundle(1, cells=[{**cell(1), "prompt_seed": 11}]), bundle(2, cells=[{**cell(2), "prompt_seed": 22}]))
+    assert report.of(PERFORMANCE) and not report.not_compared
+    assert any("other seeds (BASE 11, NEW 22)" in note and "--throughput-seed" in note for note in report.notes)
+    same = diff(bundle(1, cells=[{**cell(1), "prompt_seed": 5}]), bundle(2, cells=[{**cell(2), "prompt_seed": 5}]))
+    assert not any("seeds" in note for note in same.notes)
+
+
 def test_another_suite_version_is_said_and_what_matches_is_still_compared() -> None:
     report = diff(bundle(1), bundle(2, suite_version="0.2.0"))
     assert report.not_compared[0].what == "suite version" and "0.1.0" in report.not_compared[0].why
