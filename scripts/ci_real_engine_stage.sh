@@ -145,7 +145,8 @@ set +e
     --tool-baseline=fixtures/tool_baselines/gemma-3-270m-vllm-0.32-cpu.json --tool-accuracy-cases=13 \
     --request-timeout=600 \
     --slo=ttft=$slo_ttft_ms,tpot=$slo_tpot_ms,e2e=$slo_e2e_ms --request-rate=$slo_rate --slo-requests=8 \
-    --idle-timeout=120 --gate-json="$out/tool-accuracy/gate.json" --alluredir="$out/tool-accuracy/allure-results"
+    --idle-timeout=120 --gate-json="$out/tool-accuracy/gate.json" --alluredir="$out/tool-accuracy/allure-results" \
+    --run-bundle="$out/tool-accuracy/run-bundle"
 accuracy=$?
 set -e
 echo "tool accuracy and the SLO cell on vLLM: exit code $accuracy, $(( $(date +%s) - started )) s"

@@ -64,9 +64,13 @@ for _ in $(seq 60); do
 done
 args=(--engine-url="http://127.0.0.1:$port" --api-key="$key" --profiles-dir="$team" -n 2 -q
       -m "text or streaming or image")
-"$work/venv/bin/pytest" -p engine_acceptance -p no:cacheprovider "${args[@]}" --gate-json="$work/installed.gate.json"
+"$work/venv/bin/pytest" -p engine_acceptance -p no:cacheprovider "${args[@]}" --gate-json="$work/installed.gate.json" \
+  --run-bundle="$work/installed-bundle"
 (cd "$repo" && .venv/bin/pytest -p no:cacheprovider "${args[@]}" --gate-json="$work/checkout.gate.json" \
-  --alluredir="$work/checkout-allure")
+  --alluredir="$work/checkout-allure" --run-bundle="$work/checkout-bundle")
+# The installed diff command reads both runs' bundles: the same checks on the same engine, nothing changed
+# (the checks named alike although one ran from the virtualenv, the other from the checkout).
+"$work/venv/bin/engine-acceptance" diff "$work/installed-bundle" "$work/checkout-bundle" --fail-on=any-change
 
 "$work/venv/bin/python" - "$work/installed.gate.json" "$work/checkout.gate.json" <<'EOF'
 import json, sys

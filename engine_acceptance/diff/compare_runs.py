@@ -232,6 +232,10 @@ def _what_was_asked(bundle: Bundle) -> list[str]:
             skip_value = False
         elif arg.split("=", 1)[0] in _OUTPUT_OPTIONS:
             skip_value = "=" not in arg and arg != "--clean-alluredir"
+        elif asked and not arg.startswith("-") and asked[-1].startswith("-") and "=" not in asked[-1] \
+                and " " not in asked[-1]:
+            # An option's value given as its own word stays with it: "-p engine_acceptance", "-n 2".
+            asked[-1] = f"{asked[-1]} {arg}"
         else:
             asked.append(arg)
     return asked

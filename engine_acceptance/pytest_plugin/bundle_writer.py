@@ -6,6 +6,10 @@ without the old deployment (``engine-acceptance diff BASE NEW``): who was tested
 the verdict and the capability table, every check's outcome and figures, every rate as k
 of n, every tool-call trigger confusion, and every load cell's per-request samples
 (:mod:`engine_acceptance.run_bundle`). Written like ``gate.json``: whole or not at all.
+
+A check is named as its records name it, ``module::test[param]`` (``check_id``): pytest's node
+ids depend on where the suite is installed and where pytest was started, and two runs, one
+from a release's virtualenv and one from the next's (or a checkout), must name a check alike.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from engine_acceptance import __version__
+from engine_acceptance.profiles.expectations import check_id
 from engine_acceptance.pytest_plugin import gate_json
 from engine_acceptance.pytest_plugin.verdict import GateCollector
 from engine_acceptance.run_bundle import BUNDLE_FILE, BUNDLE_VERSION
@@ -57,7 +62,7 @@ def bundle_document(gate: GateCollector, state: AcceptanceSession | None, args: 
                     extra: dict[str, Any] | None = None) -> dict[str, Any]:
     """The bundle as one JSON-ready document."""
     verdict = gate_json.document(gate)
-    checks = [{"id": item.nodeid, "group": item.capability, "outcome": item.outcome, "reason": item.reason,
+    checks = [{"id": check_id(item.nodeid), "group": item.capability, "outcome": item.outcome, "reason": item.reason,
                "covers": sorted(item.covers), "figures": gate.figures.get(item.nodeid, {})}
               for item in gate.outcomes.values()]
     rates, confusions = _counted_figures(checks)
@@ -75,9 +80,9 @@ def bundle_document(gate: GateCollector, state: AcceptanceSession | None, args: 
         "verdict": {name: verdict[name] for name in VERDICT_FIELDS},
         "capabilities": verdict["capabilities"],
         "checks": checks,
-        "rates": rates + gate.rates,
+        "rates": rates + [{**rate, "check": check_id(rate["check"])} for rate in gate.rates],
         "confusions": confusions,
-        "cells": gate.cells,
+        "cells": [{**cell, "check": check_id(cell["check"])} for cell in gate.cells],
         **(extra or {}),
     }
 

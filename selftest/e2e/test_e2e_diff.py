@@ -37,8 +37,8 @@ from engine_acceptance.diff.compare_runs import (
 
 pytestmark = pytest.mark.e2e
 
-USAGE_CHECK = "tests/test_text.py::test_usage_is_present_and_total_is_prompt_plus_completion"
-MAX_TOKENS_CHECK = "tests/test_text.py::test_max_tokens_cuts_the_reply_with_finish_reason_length"
+USAGE_CHECK = "test_text.py::test_usage_is_present_and_total_is_prompt_plus_completion"
+MAX_TOKENS_CHECK = "test_text.py::test_max_tokens_cuts_the_reply_with_finish_reason_length"
 RECORDS = f"""
 records:
   - check: "{USAGE_CHECK}[*]"

@@ -15,7 +15,13 @@ from suite_runner import NO_LATENCY, run_suite
 
 from engine_acceptance.pytest_plugin.bundle_writer import bundle_document, write_bundle
 from engine_acceptance.pytest_plugin.verdict import GateCollector
-from engine_acceptance.run_bundle import BUNDLE_VERSION, cell_entry, cells_property, rate_property, request_set_id
+from engine_acceptance.run_bundle import (
+    BUNDLE_VERSION,
+    cell_entry,
+    cells_property,
+    rate_property,
+    request_set_id,
+)
 
 CELL = cell_entry("throughput", "128/32@1", {"input_tokens": 128, "concurrency": 1},
                   samples={"ttft_ms": [1.23456, None, 2.0]}, rounds={"output_tok_s": [10.0, 11.0]})
@@ -47,12 +53,24 @@ def test_the_document_holds_the_verdict_checks_rates_confusions_and_cells(tmp_pa
     assert document["verdict"]["gate"] == "pass" and document["verdict"]["totals"]["passed"] == 1
     assert document["checks"][0]["outcome"] == "passed" and document["checks"][0]["group"] == "throughput"
     # A figure that is a count (k of n) is a rate too; a trigger confusion is kept as its four counts.
-    assert {"name": "tool_schema_valid", "k": 9, "n": 10, "check": "tests/test_x.py::test_load"} in document["rates"]
+    assert {"name": "tool_schema_valid", "k": 9, "n": 10, "check": "test_x.py::test_load"} in document["rates"]
     assert document["confusions"][0]["both_called"] == 5
     assert document["cells"][0]["samples"]["ttft_ms"] == [1.235, 2.0]  # ms to the microsecond, failures left out
     path = write_bundle(tmp_path / "bundle", document)
     assert json.loads(path.read_text()) == document and path.name == "run.json"
     assert [p.name for p in path.parent.iterdir()] == ["run.json"]  # no temporary file left behind
+
+
+def test_a_check_is_named_as_in_a_checkout_wherever_the_suite_was_installed() -> None:
+    # Found by CI's wheel stage: the installed run and the checkout's named every check otherwise.
+    # (pytest's node ids there were test_image.py::..., from the virtualenv's suite folder, and tests/test_image.py::...).
+    for nodeid in ("../venv/lib/python3.11/site-packages/engine_acceptance/suite/tests/test_image.py::test_x[a/b]",
+                   "tests/test_image.py::test_x[a/b]", "test_image.py::test_x[a/b]"):
+        gate = GateCollector()
+        gate.add(nodeid, ["image"], "call", "passed", None, "", [rate_property("trials", 3, 3), cells_property([CELL])])
+        document = bundle_document(gate, None, [])
+        assert (document["checks"][0]["id"] == document["rates"][0]["check"] == document["cells"][0]["check"]
+                == "test_image.py::test_x[a/b]")
 
 
 def test_a_rate_outside_its_total_is_refused() -> None:
@@ -80,7 +98,7 @@ def test_a_run_leaves_a_bundle_with_every_request_and_the_key_redacted(pytester:
     assert secret not in text
     bundle = json.loads(text)
     assert bundle["engine"]["model.profile"] == "reference" and bundle["profiles"]["model"]["sha256"]
-    assert {check["id"].split("/")[-1] for check in bundle["checks"]} >= {
+    assert {check["id"] for check in bundle["checks"]} >= {
         "test_throughput.py::test_fixed_length_load_is_served_in_full_and_passes_the_gate[in128-out32]"}
     [cell] = bundle["cells"]
     assert (cell["workload"], cell["key"], cell["shape"]["rounds"]) == ("throughput", "128/32@2", 2)
