@@ -142,6 +142,9 @@ class PromptSource(Protocol):
     #: True when ``prompt(n, i)`` is exactly n tokens; False when n is an estimate.
     exact: bool
     source: str
+    # How the prompts were made, without where a file lies ("engine tokenize", "local tokenizer",
+    # "text"): two runs' cells of one origin sent the same kind of prompts (run bundles compare them).
+    origin: str
     seed: int
 
     def prompt(self, length: int, index: int) -> list[int] | str: ...
@@ -154,6 +157,7 @@ class PromptIds:
     corpus: tuple[int, ...]
     source: str
     seed: int
+    origin: str = "engine tokenize"
     exact: ClassVar[bool] = True
 
     def prompt(self, length: int, index: int) -> list[int]:
@@ -206,7 +210,7 @@ class PromptIds:
         except Exception as exc:  # tokenizers raises its own untyped Exception
             raise PromptSourceError(f"cannot load tokenizer {path}: {exc}") from exc
         ids = tokenizer.encode(cls.corpus_text(min_tokens + 1024, seed), add_special_tokens=False).ids
-        return cls(tuple(ids), f"local tokenizer {path}", seed % len(ids))
+        return cls(tuple(ids), f"local tokenizer {path}", seed % len(ids), origin="local tokenizer")
 
 
 def build_bodies(cell: Cell, prompts: PromptSource, *, model: str, ignore_eos: bool, count: int,
@@ -564,15 +568,12 @@ class CellResult:
                  "concurrency": self.cell.concurrency, "requests_per_round": self.cell.requests,
                  "warmup_requests": self.cell.warmup_requests, "rounds": len(self.records),
                  "ignore_eos": ignore_eos}
-        # Where the ids came from, without the tokenizer file's path (another machine's is elsewhere).
-        origin = ("text" if not prompts.exact else
-                  "engine tokenize" if prompts.source.startswith("engine") else "local tokenizer")
         entry = cell_entry(
             "throughput", self.cell.key, shape,
             samples=samples_ms(record for records in self.records for record in records),
             rounds={name: list(self.summary.metrics[name].rounds) for name in ("output_tok_s", "request_per_s")
                     if name in self.summary.metrics},
-            request_set_parts=(origin,))
+            request_set_parts=(prompts.origin,))
         return {**entry, "prompt_seed": prompts.seed}
 
     def as_dict(self) -> dict[str, Any]:

@@ -51,6 +51,7 @@ class TextPrompts:
     # Why the prompts are text, not token ids: said wherever their length is reported.
     why: str = NO_TOKEN_IDS_REASON
     exact: ClassVar[bool] = False
+    origin: ClassVar[str] = "text"
 
     def chars_for(self, length: int) -> int:
         """Characters of prompt text aimed at for ``length`` tokens, counting what the engine adds (a BOS)."""

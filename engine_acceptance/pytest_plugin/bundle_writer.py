@@ -15,8 +15,6 @@ from a release's virtualenv and one from the next's (or a checkout), must name a
 from __future__ import annotations
 
 import hashlib
-import json
-import time
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +22,7 @@ from engine_acceptance import __version__
 from engine_acceptance.profiles.expectations import check_id
 from engine_acceptance.pytest_plugin import gate_json
 from engine_acceptance.pytest_plugin.verdict import GateCollector
+from engine_acceptance.reporting.json_file import write_json
 from engine_acceptance.run_bundle import BUNDLE_FILE, BUNDLE_VERSION
 from engine_acceptance.session import AcceptanceSession
 
@@ -89,9 +88,4 @@ def bundle_document(gate: GateCollector, state: AcceptanceSession | None, args: 
 
 def write_bundle(folder: str | Path, document: dict[str, Any]) -> Path:
     """``folder/run.json``, replaced whole (never half-written)."""
-    target = Path(folder) / BUNDLE_FILE
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_suffix(f".tmp{time.monotonic_ns()}")
-    tmp.write_text(json.dumps(document, ensure_ascii=False, separators=(",", ":")), encoding="utf-8")
-    tmp.replace(target)
-    return target
+    return write_json(Path(folder) / BUNDLE_FILE, document)

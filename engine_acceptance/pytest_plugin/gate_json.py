@@ -8,12 +8,12 @@ verdict is added here once.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
 
 from engine_acceptance.pytest_plugin.verdict import GateCollector
+from engine_acceptance.reporting.json_file import write_json
 from engine_acceptance.reporting.results import OUTCOME_KINDS
 
 __all__ = ["document", "write"]
@@ -44,10 +44,4 @@ def document(gate: GateCollector) -> dict[str, Any]:
 
 def write(gate: GateCollector, path: str | Path, extra: dict[str, Any] | None = None) -> Path:
     """The document (with ``extra`` fields: the engine, the discovery) written to ``path`` at once."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    data = {**document(gate), **(extra or {})}
-    tmp = target.with_suffix(target.suffix + ".tmp")
-    tmp.write_text(json.dumps(data, ensure_ascii=False, indent=2), encoding="utf-8")
-    tmp.replace(target)  # never leave a half-written verdict for a pipeline to read
-    return target
+    return write_json(path, {**document(gate), **(extra or {})}, indent=2)

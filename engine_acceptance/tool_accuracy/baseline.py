@@ -16,13 +16,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from engine_acceptance.errors import UsageError
 from engine_acceptance.provenance import describe, read_provenance
+from engine_acceptance.reporting.json_file import write_json
 from engine_acceptance.tool_accuracy.runner import RunSettings
 from engine_acceptance.tool_accuracy.scoring import ToolScore
 
@@ -73,11 +73,7 @@ def write_baseline(path: Path, *, set_sha256: str, settings: RunSettings, proven
     data = {"format": BASELINE_FORMAT, "set_sha256": set_sha256, "settings": settings.as_dict(),
             "provenance": provenance,
             "figures": score.as_dict(), "triggers": triggers}
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(data, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return write_json(path, data, indent=1, trailing_newline=True)
 
 
 def load_baseline(path: Path, *, set_sha256: str, settings: RunSettings, origin: str = "--tool-baseline") -> Baseline:
