@@ -5,7 +5,7 @@
         [--ttft-ms MS] [--tpot-ms MS] [--prefill-ms-per-1k MS] [--batch-slowdown F]
         [--knee-inflight N --tpot-per-inflight-ms MS]
         [--stream-chunk-tokens N] [--text-only] [--no-tool-parser] [--no-tokenize]
-        [--no-reasoning] [--no-structured-outputs] [--no-responses]
+        [--no-reasoning] [--no-structured-outputs] [--no-responses] [--no-prefix-cache]
     python -m engine_acceptance.reference_engine --export-tokenizer tokenizer.json
 
 Once bound it prints exactly one line to stdout, flushed, which the launcher
@@ -90,6 +90,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="No structured-output backend: a json_schema or json_object response_format gets a 400")
     parser.add_argument("--no-responses", action="store_true",
                         help="No Responses API: POST /v1/responses answers 404 like a server without it")
+    parser.add_argument("--no-prefix-cache", action="store_true",
+                        help="No prefix cache: nothing is cached and no cached tokens are reported (usage or /metrics), "
+                             "as vLLM with --no-enable-prefix-caching")
     parser.add_argument("--access-log", action="store_true", help="Log every request to stderr")
     parser.add_argument("--export-tokenizer", metavar="PATH", default=None,
                         help="Write the engine's tokenizer.json to PATH and exit (for --tokenizer PATH)")
@@ -162,6 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             reasoning=not args.no_reasoning,
             structured_outputs=not args.no_structured_outputs,
             responses=not args.no_responses,
+            prefix_cache=not args.no_prefix_cache,
         )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)

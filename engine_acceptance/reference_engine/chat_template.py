@@ -5,6 +5,11 @@
 Role markers are special tokens, so a turn costs its text's bytes plus 3 tokens.
 Images and videos are one placeholder token each. Prompt token counts in `usage`
 and `POST /tokenize` with `messages` both come from this one function, so they agree.
+
+The reference model thinks in interleaved turns and needs its reasoning carried back: reasoning sent back
+in an assistant message of the history (``reasoning``, vLLM's name, or ``reasoning_content``,
+SGLang's and older vLLM's) is rendered before that message's text, between ``<think>`` and
+``</think>``, in every turn; the model profile says so (``reasoning.in_history: keep``).
 """
 
 from __future__ import annotations
@@ -13,7 +18,8 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["MEDIA_PLACEHOLDERS", "ROLE_MARKERS", "content_text", "render_messages"]
+__all__ = ["HISTORY_REASONING_KEYS", "MEDIA_PLACEHOLDERS", "ROLE_MARKERS", "content_text", "history_reasoning",
+           "render_messages", "strip_rendered_prefix"]
 
 ROLE_MARKERS: dict[str, str] = {
     "system": "<|system|>",
@@ -23,6 +29,9 @@ ROLE_MARKERS: dict[str, str] = {
     "assistant": "<|assistant|>",
     "tool": "<|tool|>",
 }
+
+# Where an assistant message of the history carries its reasoning, in the order read.
+HISTORY_REASONING_KEYS = ("reasoning", "reasoning_content")
 
 # Content-part type -> the placeholder token it occupies in the prompt.
 MEDIA_PLACEHOLDERS: dict[str, str] = {
@@ -57,8 +66,19 @@ def _render_content(content: Any) -> str:
     return "".join(pieces)
 
 
+def history_reasoning(message: Mapping[str, Any]) -> str | None:
+    """The reasoning an assistant message of the history carries, or None."""
+    if message.get("role") != "assistant":
+        return None
+    return next((message[key] for key in HISTORY_REASONING_KEYS if isinstance(message.get(key), str)
+                 and message[key]), None)
+
+
 def _render_message(message: Mapping[str, Any]) -> str:
     body = _render_content(message.get("content"))
+    reasoning = history_reasoning(message)
+    if reasoning is not None:
+        body = f"<think>\n{reasoning}\n</think>\n\n{body}"
     tool_calls = message.get("tool_calls")
     if tool_calls:
         # Compact, key-sorted JSON so the same calls always cost the same tokens.
@@ -74,3 +94,23 @@ def render_messages(
     if add_generation_prompt:
         prompt += f"{ROLE_MARKERS['assistant']}\n"
     return prompt
+
+
+def strip_rendered_prefix(messages: Sequence[Mapping[str, Any]], chars: int) -> list[dict[str, Any]]:
+    """The messages as a model that never read the first `chars` characters of their prompt sees them.
+
+    Messages wholly inside that span are gone; the one it ends in keeps the text after it (a
+    text content only; its role stays). What a prefix cache that loses its blocks' contents leaves.
+    """
+    kept: list[dict[str, Any]] = []
+    for message in messages:
+        rendered = len(_render_message(message))
+        if chars >= rendered:
+            chars -= rendered
+            continue
+        if chars > 0 and isinstance(message.get("content"), str):
+            lead = len(ROLE_MARKERS[message["role"]]) + 1
+            message = {**message, "content": message["content"][max(0, chars - lead):]}
+        chars = 0
+        kept.append(dict(message))
+    return kept

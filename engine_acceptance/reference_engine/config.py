@@ -98,6 +98,10 @@ class ReferenceEngineConfig:
     structured_outputs: bool = True
     # A server without the Responses API answers POST /v1/responses with 404 Not Found.
     responses: bool = True
+    # A prefix cache that reports its hits (usage.prompt_tokens_details.cached_tokens, /metrics counters);
+    # without it nothing is cached and nothing reported, as vLLM with --no-enable-prefix-caching and
+    # without --enable-prompt-tokens-details.
+    prefix_cache: bool = True
 
     def __post_init__(self) -> None:
         if self.convention not in CONVENTIONS:

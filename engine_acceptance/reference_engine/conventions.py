@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 __all__ = [
     "CONVENTIONS",
+    "NO_REASONING_CONFIG",
     "REFERENCE_ENGINE_NAME",
     "REFERENCE_VERSION",
     "UNAUTHORIZED_BODY",
@@ -26,6 +27,11 @@ __all__ = [
 # "+reference" makes any report that records the version say which engine answered.
 REFERENCE_VERSION = "0.1.0+reference"
 REFERENCE_ENGINE_NAME = "engine-acceptance reference engine"
+
+# vLLM 0.32 (v1/engine/input_processor.py) for a thinking_token_budget sent to a server started without
+# --reasoning-parser (answered 400): what the reference engine says when it serves a model that never reasons.
+NO_REASONING_CONFIG = ("thinking_token_budget is set but reasoning_config is not configured. Please set "
+                       "--reasoning-parser and/or --reasoning-config to use thinking_token_budget.")
 
 # Both engines' API-key middlewares answer with this exact body, not the error model.
 UNAUTHORIZED_BODY: dict[str, Any] = {"error": "Unauthorized"}
@@ -68,6 +74,9 @@ class Convention:
     # --no-structured-outputs: the engine's own 400 for response_format when it has no grammar backend
     # (each text is in that engine's profile under refusals.structured_outputs).
     no_structured_outputs: str = ""
+    # The request field that caps the reasoning's tokens (vLLM's top-level thinking_token_budget); None: the
+    # engine has none and ignores the field, as SGLang's request model ignores fields it does not know.
+    thinking_budget_field: str | None = None
 
     def error_body(
         self, message: str, *, err_type: str, status: int, param: str | None = None
@@ -112,6 +121,7 @@ CONVENTIONS: dict[str, Convention] = {
         # this 400 is no vLLM refusal, and discovery calls it broken (state it: --not-served).
         no_structured_outputs=("response_format 'json_schema' is not supported: this server has no "
                                "structured-output backend"),
+        thinking_budget_field="thinking_token_budget",
     ),
     "sglang": Convention(
         name="sglang",

@@ -208,6 +208,37 @@ DEFECTS: dict[str, str] = {
         f"chat and completions: the first token of every reply comes {SLOW_FIRST_TOKEN_S:g} s late, at any load"
         " (a prefill that waits for a batch that never fills); later tokens keep their pace"
     ),
+    # Agent traffic and prefix reuse (issue 41): what a single turn never shows.
+    "history-null-content-400": (
+        "a chat request whose history holds an assistant message with tool_calls and content null (as the OpenAI API"
+        " allows, and as the engine itself answers a turn that calls tools) is answered 400: the request model wants"
+        " content to be a string"
+    ),
+    "history-reasoning-dropped": (
+        "the chat path drops the reasoning field (reasoning, reasoning_content) of the history's assistant messages"
+        " before the template renders them, though the model needs its reasoning carried back (interleaved"
+        " thinking); /tokenize still renders it"
+    ),
+    "usage-ignores-history": (
+        "chat usage.prompt_tokens counts only the conversation's last message (and the generation prompt), not the"
+        " history before it: the prompt is still read whole"
+    ),
+    "prompt-markers-end-reasoning": (
+        "streamed chat: the reasoning parser decides from the whole prompt whether reasoning has ended, so a prompt"
+        " that holds </think> (a system prompt explaining the format, reasoning sent back in the history) sends the"
+        " reasoning, markers and all, into content (seed 000 §3.2)"
+    ),
+    "prefix-cache-changes-answer": (
+        "a prefix-cache hit loses the cached blocks' contents: the model reads only the prompt after them, so the"
+        " same greedy request answers differently once its prefix is cached"
+    ),
+    "prefix-cache-never-hits": (
+        "the prefix cache is looked up and never hits: cached_tokens is always 0 and vllm:prefix_cache_hits never"
+        " grows, while vllm:prefix_cache_queries does"
+    ),
+    "thinking-budget-ignored": (
+        "thinking_token_budget is accepted and ignored: the reasoning runs its whole length past the budget"
+    ),
     # Faults that answer 4xx (issue 26): not a refusal of the capability, so not "not served".
     "tool-parser-400": (
         "every chat request that offers tools (tool_choice other than 'none') is answered 400 in vLLM's error"

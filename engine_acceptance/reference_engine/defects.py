@@ -21,12 +21,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .chat_template import MEDIA_PLACEHOLDERS
+from .chat_template import HISTORY_REASONING_KEYS, MEDIA_PLACEHOLDERS
 from .code_answers import hostile_function
 from .defect_names import FIREWALLED_PATH, MEDIA_DECODE_CRASH, SLOW_FIRST_TOKEN_S, TOOL_PARSER_CRASH
 from .generation import THINK_CLOSE, THINK_OPEN, Generation, Piece, ToolCallOut
 from .retrieval import corrupt_first_code, drop_middle
 from .media_facts import ImageFacts, SeenMedia
+from .tokenizer import ReferenceTokenizer
 
 if TYPE_CHECKING:
     from .conversation import ThinkingMode
@@ -108,6 +109,12 @@ class DefectHooks:
             from .protocol import RequestError  # protocol -> config -> defects: import late
 
             raise RequestError(MEDIA_DECODE_CRASH)
+        if "history-null-content-400" in self.active:
+            _refuse_null_content(req.messages)
+        if "history-reasoning-dropped" in self.active:
+            req = dataclasses.replace(req, messages=[
+                {key: value for key, value in message.items() if key not in HISTORY_REASONING_KEYS}
+                for message in req.messages])
         if "media-ignored" not in self.active:
             return req
         # After validation, so corrupt media is still refused; before the template, so it costs no tokens.
@@ -115,6 +122,27 @@ class DefectHooks:
                                             if part.get("type") not in MEDIA_PLACEHOLDERS]}
                     if isinstance(message.get("content"), list) else message for message in req.messages]
         return dataclasses.replace(req, messages=messages, media=())
+
+    def billed_prompt_tokens(self, counted: int, messages: Sequence[Mapping[str, Any]],
+                             tokenizer: ReferenceTokenizer) -> int:
+        """What chat usage.prompt_tokens says of a prompt of `counted` tokens."""
+        if "usage-ignores-history" in self.active and messages:
+            from .chat_template import render_messages  # chat_template is a leaf; kept beside its one use
+
+            return tokenizer.count(render_messages(messages[-1:]))
+        return counted
+
+    def cached_tokens(self, found: int) -> int:
+        """The cached tokens the engine reports (and counts as hits) when its prefix cache found `found`."""
+        return 0 if "prefix-cache-never-hits" in self.active else found
+
+    def loses_cached_prefix(self) -> bool:
+        """Whether a prefix-cache hit loses the cached blocks' contents (the model reads only the rest)."""
+        return "prefix-cache-changes-answer" in self.active
+
+    def thinking_budget(self, budget: int | None) -> int | None:
+        """The reasoning budget the engine applies to a request that asked for `budget` tokens."""
+        return None if "thinking-budget-ignored" in self.active else budget
 
     def prompt_messages(self, messages: Sequence[Any]) -> Sequence[Any]:
         """The conversation as the model reads it (usage still counts what was sent)."""
@@ -172,15 +200,17 @@ class DefectHooks:
             return {**usage, "total_tokens": usage["total_tokens"] + 1}
         return usage
 
-    def chat_stream_pieces(self, pieces: list[Piece]) -> list[Piece]:
-        """The deltas of a streamed chat reply, in order."""
+    def chat_stream_pieces(self, pieces: list[Piece], *, prompt_ends_reasoning: bool = False) -> list[Piece]:
+        """The deltas of a streamed chat reply, in order (`prompt_ends_reasoning`: the prompt holds </think>)."""
         if "tool-stream-index-zero" in self.active:
             pieces = [dataclasses.replace(p, tool=dataclasses.replace(p.tool, index=0)) if p.tool else p
                       for p in pieces]
         if "tool-index-from-one" in self.active:
             pieces = [dataclasses.replace(p, tool=dataclasses.replace(p.tool, index=p.tool.index + 1)) if p.tool
                       else p for p in pieces]
-        if "reasoning-leak" not in self.active or not any(p.kind == "reasoning" for p in pieces):
+        leaks = "reasoning-leak" in self.active or (
+            "prompt-markers-end-reasoning" in self.active and prompt_ends_reasoning)
+        if not leaks or not any(p.kind == "reasoning" for p in pieces):
             return pieces
         # The buggy parser believes reasoning already ended, so the raw generated
         # text, markers included, flows into content.
@@ -419,6 +449,16 @@ class DefectHooks:
     def wedges_after_mid_stream_disconnect(self) -> bool:
         """Whether a client leaving mid-stream stops the engine from answering new chat requests."""
         return "disconnect-wedge" in self.active
+
+
+def _refuse_null_content(messages: Sequence[Mapping[str, Any]]) -> None:
+    """history-null-content-400: a request model whose assistant content must be a string, as a strict one has it."""
+    from .protocol import RequestError  # protocol -> config -> defects: import late
+
+    for index, message in enumerate(messages):
+        if message.get("role") == "assistant" and message.get("tool_calls") and message.get("content") is None:
+            raise RequestError(f"1 validation error for ChatCompletionRequest: messages.{index}.content: Input should "
+                               "be a valid string [type=string_type, input_value=None]", param="messages")
 
 
 def decode_each_byte(text: str) -> str:

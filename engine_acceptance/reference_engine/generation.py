@@ -26,6 +26,7 @@ __all__ = [
     "ToolFragment",
     "generate_chat",
     "generate_completion",
+    "cut_to_tokens",
     "run_past_eos",
     "split_pieces",
 ]
@@ -59,6 +60,8 @@ class Generation:
     finish_reason: str
     completion_tokens: int
     tool_calls: tuple[ToolCallOut, ...] = ()
+    # Tokens of the reasoning between its markers (usage.completion_tokens_details.reasoning_tokens).
+    reasoning_tokens: int = 0
 
     def with_content(self, content: str) -> Generation:
         return replace(self, content=content)
@@ -76,15 +79,27 @@ def _first_stop(answer: str, stop: Sequence[str]) -> tuple[int, str] | None:
     return min(hits, key=lambda hit: (hit[0], -len(hit[1]))) if hits else None
 
 
+def cut_to_tokens(text: str, tokens: int, tokenizer: ReferenceTokenizer) -> str:
+    """The longest start of `text` of at most `tokens` tokens that ends on a whole character."""
+    ids = tokenizer.encode(text)
+    if len(ids) <= tokens:
+        return text
+    return tokenizer.decode(ids[:tokens]).rstrip("\ufffd")
+
+
 def generate_chat(
     reasoning: str | None, answer: str, *, max_tokens: int, tokenizer: ReferenceTokenizer,
-    stop: Sequence[str] = (), include_stop: bool = False,
+    stop: Sequence[str] = (), include_stop: bool = False, reasoning_budget: int | None = None,
 ) -> Generation:
     """Generate `reasoning` and `answer` within `max_tokens` (EOS counted, like vLLM).
 
     A stop string in the answer ends generation once it is generated: its tokens count,
     the text is cut before it (after it with `include_stop`, vLLM's include_stop_str_in_output).
+    `reasoning_budget` (vLLM's thinking_token_budget): the reasoning stops after that many tokens
+    and the end-of-thinking marker is forced, so the answer still comes.
     """
+    if reasoning is not None and reasoning_budget is not None:
+        reasoning = cut_to_tokens(reasoning, reasoning_budget, tokenizer)
     prefix = "" if reasoning is None else f"{THINK_OPEN}\n{reasoning}\n{THINK_CLOSE}\n\n"
     hit = _first_stop(answer, stop)
     if hit is None:
@@ -107,8 +122,10 @@ def generate_chat(
     body = text.removeprefix(THINK_OPEN)
     if THINK_CLOSE in body:
         thought, _, content = body.partition(THINK_CLOSE)
-        return Generation(thought.strip("\n"), content.lstrip("\n"), finish, len(ids))
-    return Generation(body.lstrip("\n"), "", finish, len(ids))
+        thought = thought.strip("\n")
+        return Generation(thought, content.lstrip("\n"), finish, len(ids), reasoning_tokens=tokenizer.count(thought))
+    thought = body.lstrip("\n")
+    return Generation(thought, "", finish, len(ids), reasoning_tokens=tokenizer.count(thought))
 
 
 def generate_completion(

@@ -186,6 +186,7 @@ def start_reference_engine(
     reasoning: bool = True,
     structured_outputs: bool = True,
     responses: bool = True,
+    prefix_cache: bool = True,
     host: str = "127.0.0.1",
     startup_timeout: float = 30.0,
     log_dir: str | os.PathLike[str] | None = None,
@@ -224,6 +225,8 @@ def start_reference_engine(
         command += ["--no-structured-outputs"]
     if not responses:
         command += ["--no-responses"]
+    if not prefix_cache:
+        command += ["--no-prefix-cache"]
 
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [_IMPORT_ROOT, env.get("PYTHONPATH")]))

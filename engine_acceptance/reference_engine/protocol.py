@@ -13,9 +13,9 @@ from typing import Any
 
 import jsonschema
 
-from .chat_template import MEDIA_PLACEHOLDERS, ROLE_MARKERS
+from .chat_template import HISTORY_REASONING_KEYS, MEDIA_PLACEHOLDERS, ROLE_MARKERS
 from .config import ReferenceEngineConfig
-from .conventions import Convention
+from .conventions import NO_REASONING_CONFIG, Convention
 from .tokenizer import ReferenceTokenizer
 from .media_facts import SeenMedia, UndecodableMedia
 from .vision import perceive_part
@@ -240,6 +240,8 @@ class ChatRequest:
     response_format: ResponseFormat | None = None
     # stream_options.continuous_usage_stats (vLLM and SGLang): usage in the stream's chunks too.
     continuous_usage: bool = False
+    # The reasoning's token budget (vLLM's thinking_token_budget); None: unlimited or not taken.
+    thinking_budget: int | None = None
 
 
 def _validate_content(content: Any, index: int, seen_media: list[SeenMedia] | None = None,
@@ -300,6 +302,9 @@ def _validate_messages(messages: Any, seen_media: list[SeenMedia] | None = None,
         tool_calls = message.get("tool_calls")
         if tool_calls is not None and not isinstance(tool_calls, list):
             raise RequestError(f"messages[{index}].tool_calls must be a list", param="messages")
+        for key in HISTORY_REASONING_KEYS:
+            if message.get(key) is not None and not isinstance(message[key], str):
+                raise RequestError(f"messages[{index}].{key} must be a string or null", param="messages")
     _check_tool_results(messages)
     return messages
 
@@ -396,7 +401,23 @@ def parse_chat_request(
         response_format=_response_format(
             body, refusal=None if config.structured_outputs else convention.no_structured_outputs),
         continuous_usage=_continuous_usage(body),
+        thinking_budget=_thinking_budget(body, convention, reasoning=config.reasoning),
     )
+
+
+def _thinking_budget(body: Mapping[str, Any], convention: Convention, *, reasoning: bool) -> int | None:
+    """The reasoning budget where the convention reads one (vLLM's SamplingParams wording), else None."""
+    field = convention.thinking_budget_field
+    if field is None or body.get(field) is None:
+        return None
+    value = body[field]
+    if not isinstance(value, int) or isinstance(value, bool) or value < -1:
+        raise RequestError(f"`{field}` must be a non-negative integer or -1 for unlimited. "
+                           f"(parameter={field}, value={value})", param=field)
+    if not reasoning:
+        # A server with no reasoning parser has no reasoning to budget (vLLM's input processor).
+        raise RequestError(NO_REASONING_CONFIG)
+    return None if value == -1 else value
 
 
 def _continuous_usage(body: Mapping[str, Any]) -> bool:

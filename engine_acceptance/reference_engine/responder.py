@@ -24,7 +24,7 @@ from .media_facts import SeenMedia
 from .vision import vision_rule
 from .code_answers import code_rule
 from .retrieval import retrieval_rule
-from .tools import tool_results_rule
+from .tools import tool_history_rule, tool_results_rule
 from .word_problems import word_problem_rule
 
 __all__ = [
@@ -206,6 +206,8 @@ RULES: tuple[tuple[str, Rule], ...] = (
     ("vision", vision_rule),
     # A conversation that ends with tool results is answered from them.
     ("tool_results", tool_results_rule),
+    # A follow-up about what a tool found earlier in the conversation is answered from that result.
+    ("tool_history", tool_history_rule),
     # A question about a <document> is answered by searching it (long-context recall).
     ("retrieval", retrieval_rule),
     ("codename", _codename_rule),

@@ -28,12 +28,21 @@ from typing import Any, TypeVar
 
 from aiohttp import web
 
-from .chat_template import render_messages
+from .chat_template import render_messages, strip_rendered_prefix
 from .config import ReferenceEngineConfig
 from .conventions import UNAUTHORIZED_BODY, get_convention
 from .defects import DefectHooks
 from .faults import FaultInjector
-from .generation import Generation, Piece, generate_chat, generate_completion, run_past_eos, split_pieces
+from .generation import (
+    THINK_CLOSE,
+    Generation,
+    Piece,
+    generate_chat,
+    generate_completion,
+    run_past_eos,
+    split_pieces,
+)
+from .prefix_cache import MAX_CACHED_PROMPT_TOKENS, PrefixCache
 from .logprobs import LogprobSlicer, logprob_entries
 from .protocol import (
     ChatRequest,
@@ -98,6 +107,21 @@ class Admission:
 
 ADMISSION = web.RequestKey("admission", Admission)
 
+
+@dataclass(frozen=True)
+class ChatPrompt:
+    """A chat request's prompt as the engine saw it."""
+
+    # The prompt's tokens, as the template rendered it.
+    tokens: int
+    # What usage.prompt_tokens says (a defect may bill less than the prompt has).
+    billed: int
+    # Tokens found in the prefix cache, as reported; None when the engine has no prefix cache.
+    cached: int | None
+    # Whether the rendered prompt holds the end-of-reasoning marker (a system prompt that explains the
+    # format, reasoning sent back in the history): what prompt-markers-end-reasoning's parser misreads.
+    ends_reasoning: bool
+
 T = TypeVar("T")
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -118,6 +142,8 @@ class ReferenceEngine:
         self.faults = FaultInjector(config.defects, error_body=self.convention.error_body)
         # Requests generating right now (the latency model's batch slowdown) and the KV cache they hold.
         self.load = BatchLoad()
+        # Chat prompts' blocks seen before: cached tokens in usage and /metrics (when config.prefix_cache).
+        self.prefix_cache = PrefixCache()
         # disconnect-wedge: set by a client leaving mid-stream; no chat request is answered after it.
         self.wedged = False
         # disconnect-keeps-generating: requests whose client left, still generating.
@@ -248,8 +274,12 @@ class ReferenceEngine:
             return await asyncio.to_thread(fn, *args, **kwargs)
         return fn(*args, **kwargs)
 
-    def usage(self, prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
-        return self.hooks.usage(wire.usage_body(prompt_tokens, completion_tokens))
+    def usage(self, prompt_tokens: int, completion_tokens: int, *, cached_tokens: int | None = None,
+              reasoning_tokens: int | None = None) -> dict[str, Any]:
+        """A usage object; the reasoning's tokens only from a model that reasons (vLLM: a reasoning parser)."""
+        return self.hooks.usage(wire.usage_body(
+            prompt_tokens, completion_tokens, cached_tokens=cached_tokens,
+            reasoning_tokens=reasoning_tokens if self.config.reasoning else None))
 
     # --- info endpoints ------------------------------------------------------------
 
@@ -279,9 +309,10 @@ class ReferenceEngine:
 
     def prepare_chat(self, body: dict[str, Any]) -> tuple[ChatRequest, int, list[Generation]]:
         """The chat request `body` parsed, its prompt tokens and its choices generated (defects applied)."""
-        return self._prepare_chat(body)
+        req, prompt, generations = self._prepare_chat(body)
+        return req, prompt.billed, generations
 
-    def _prepare_chat(self, body: dict[str, Any]) -> tuple[ChatRequest, int, list[Generation]]:
+    def _prepare_chat(self, body: dict[str, Any]) -> tuple[ChatRequest, ChatPrompt, list[Generation]]:
         try:
             return self._prepare_chat_checked(body)
         except MediaRequestError as error:
@@ -291,9 +322,28 @@ class ReferenceEngine:
                 return self._prepare_chat_checked(self.hooks.repaired_body(body, self.config.model))
             raise self.hooks.request_error(error) from None
 
-    def _prepare_chat_checked(self, body: dict[str, Any]) -> tuple[ChatRequest, int, list[Generation]]:
+    def _consult_prefix_cache(self, text: str, counted: int,
+                              messages: list[dict[str, Any]]) -> tuple[int | None, list[dict[str, Any]]]:
+        """The cached tokens the engine reports (None: it has no prefix cache), and the messages the model reads."""
+        if not self.config.prefix_cache:
+            return None, messages
+        ids = self.tokenizer.encode(text) if counted <= MAX_CACHED_PROMPT_TOKENS else []
+        found = self.prefix_cache.admit(ids) if ids else 0
+        reported = self.hooks.cached_tokens(found)
+        self.prefix_cache.count(counted, reported)
+        if found and self.hooks.loses_cached_prefix():
+            # prefix-cache-changes-answer: the cached blocks' contents are lost, the model reads the rest.
+            messages = strip_rendered_prefix(messages, len(self.tokenizer.decode(ids[:found])))
+        return reported, messages
+
+    def _prepare_chat_checked(self, body: dict[str, Any]) -> tuple[ChatRequest, ChatPrompt, list[Generation]]:
         req = self.hooks.chat_request(parse_chat_request(body, config=self.config, convention=self.convention))
-        prompt_tokens = self.tokenizer.count(render_messages(req.messages))
+        text = render_messages(req.messages)
+        prompt_tokens = self.tokenizer.count(text)
+        cached, model_messages = self._consult_prefix_cache(text, prompt_tokens, req.messages)
+        prompt = ChatPrompt(tokens=prompt_tokens,
+                            billed=self.hooks.billed_prompt_tokens(prompt_tokens, req.messages, self.tokenizer),
+                            cached=cached, ends_reasoning=THINK_CLOSE in text)
         budget = output_budget(prompt_tokens, self.hooks.max_tokens(req.max_tokens, req.raw), self.config.max_model_len)
         thinking = self.hooks.thinking(
             decide_thinking(req.chat_template_kwargs, req.reasoning_effort, self.convention), req.raw
@@ -301,6 +351,7 @@ class ReferenceEngine:
         if not self.config.reasoning:
             # A model that never reasons: no switch or effort turns it on.
             thinking = dataclasses.replace(thinking, enabled=False)
+        reasoning_budget = self.hooks.thinking_budget(req.thinking_budget)
         requested_tools = parse_tool_request(req.raw)
         if not self.config.tool_parser:
             refuse_without_tool_parser(requested_tools)
@@ -311,11 +362,12 @@ class ReferenceEngine:
         )
         if tool_answer is not None:
             generation = generate_tool_calls(
-                tool_answer.reasoning, tool_answer.calls, max_tokens=budget, tokenizer=self.tokenizer
+                tool_answer.reasoning, tool_answer.calls, max_tokens=budget, tokenizer=self.tokenizer,
+                reasoning_budget=reasoning_budget,
             )
-            return req, prompt_tokens, [self.hooks.chat_generation(generation)] * choices
+            return req, prompt, [self.hooks.chat_generation(generation)] * choices
         answer = self.hooks.chat_answer(
-            respond(self.hooks.prompt_messages(req.messages), thinking, self.hooks.seen_media(req.media))
+            respond(self.hooks.prompt_messages(model_messages), thinking, self.hooks.seen_media(req.media))
         )
         answer = self.hooks.sampled_answer(answer, req.sampling)
         structured = req.response_format is not None and self.hooks.applies_response_format()
@@ -324,28 +376,30 @@ class ReferenceEngine:
             answer = dataclasses.replace(answer, text=structured_answer(req.response_format, answer.text))
         generation = generate_chat(
             answer.reasoning, answer.text, max_tokens=budget, tokenizer=self.tokenizer,
-            stop=req.sampling.stop, include_stop=self.hooks.include_stop(),
+            stop=req.sampling.stop, include_stop=self.hooks.include_stop(), reasoning_budget=reasoning_budget,
         )
         if req.raw.get("ignore_eos") is True and not req.sampling.stop:
             generation = run_past_eos(generation, budget)
         if structured:
             generation = self.hooks.structured_generation(generation)
         # The reference model is deterministic: every choice says the same, each generated (and counted) anew.
-        return req, prompt_tokens, [self.hooks.chat_generation(generation)] * choices
+        return req, prompt, [self.hooks.chat_generation(generation)] * choices
 
     async def chat_completions(self, request: web.Request) -> web.StreamResponse:
         await self._hang_if_wedged(request)
         body, big = await self.read_json(request)
         # Decoding images and video takes milliseconds to tens of them: off the event loop.
-        req, prompt_tokens, generations = await self.run(big or has_media_parts(body), self._prepare_chat, body)
-        usage = self.usage(prompt_tokens, sum(g.completion_tokens for g in generations))
+        req, prompt, generations = await self.run(big or has_media_parts(body), self._prepare_chat, body)
+        usage = self.usage(prompt.billed, sum(g.completion_tokens for g in generations), cached_tokens=prompt.cached,
+                           reasoning_tokens=sum(g.reasoning_tokens for g in generations))
         request_id, created = wire.new_request_id("chatcmpl"), int(time.time())
-        pacer = self._pacer(request, prompt_tokens)
+        # A prefix-cache hit skips the cached tokens' prefill (the latency model's prefill_ms_per_1k).
+        pacer = self._pacer(request, prompt.tokens, cached_tokens=prompt.cached or 0)
         self._plan(request, pacer, max(g.completion_tokens for g in generations))
         logprobs = self._logprobs(req, generations)
         if req.stream:
             return await self._stream_chat(request, req, generations, usage, pacer, request_id, created,
-                                           prompt_tokens, logprobs)
+                                           prompt, logprobs)
         # The choices are generated together, one engine step per token.
         await pacer.reach(max(g.completion_tokens for g in generations))
         return _json_response(
@@ -367,13 +421,13 @@ class ReferenceEngine:
         return [self.hooks.logprob_entries(logprob_entries(generation, self.tokenizer, req.sampling.logprobs))
                 for generation in generations]
 
-    def _pacer(self, request: web.Request, prompt_tokens: int) -> Pacer:
+    def _pacer(self, request: web.Request, prompt_tokens: int, *, cached_tokens: int = 0) -> Pacer:
         admission = request.get(ADMISSION)
         arrived = request.get(ARRIVED_AT)
         # slow-first-token: the latency model counts from a later start, so every token is that much later.
         start = (time.monotonic() if arrived is None else arrived) + self.hooks.first_token_delay_s()
         return Pacer(self.config.latency, prompt_tokens, self.load, start,
-                     hold=admission.hold if admission is not None else None)
+                     hold=admission.hold if admission is not None else None, cached_tokens=cached_tokens)
 
     @staticmethod
     def _plan(request: web.Request, pacer: Pacer, total_tokens: int) -> None:
@@ -393,14 +447,14 @@ class ReferenceEngine:
         if admission is not None:
             admission.gone = True
 
-    def _chat_pieces(self, generation: Generation) -> list[Piece]:
+    def _chat_pieces(self, generation: Generation, prompt: ChatPrompt) -> list[Piece]:
         size = self.config.stream_chunk_tokens
         pieces: list[Piece] = []
         if generation.reasoning:
             pieces += split_pieces(generation.reasoning, kind="reasoning", tokens_per_piece=size)
         pieces += split_pieces(generation.content, kind="content", tokens_per_piece=size)
         pieces += tool_call_pieces(generation.tool_calls, tokens_per_piece=size)
-        return self.hooks.chat_stream_pieces(pieces)
+        return self.hooks.chat_stream_pieces(pieces, prompt_ends_reasoning=prompt.ends_reasoning)
 
     async def _stream_chat(
         self,
@@ -411,10 +465,11 @@ class ReferenceEngine:
         pacer: Pacer,
         request_id: str,
         created: int,
-        prompt_tokens: int,
+        prompt: ChatPrompt,
         logprobs: list[list[dict[str, Any]]] | None = None,
     ) -> web.StreamResponse:
         hooks = self.hooks
+        prompt_tokens = prompt.billed
         # continuous_usage_stats counts with include_usage only (vLLM's include_continuous_usage).
         continuous = (self.convention.continuous_usage if req.include_usage and req.continuous_usage
                       and hooks.honours_continuous_usage() else None)
@@ -451,7 +506,7 @@ class ReferenceEngine:
                 return None
             return self.usage(prompt_tokens, tokens)
 
-        per_choice = [self._chat_pieces(generation) for generation in generations]
+        per_choice = [self._chat_pieces(generation, prompt) for generation in generations]
         stream = await EventStream.open(request, close_connection=not hooks.sends_done(),
                                         stamp=self.config.stamp_events, fault=self.faults.stream_writer(request),
                                         content_type=hooks.stream_content_type(EVENT_STREAM_TYPE))
@@ -667,7 +722,8 @@ def build_app(config: ReferenceEngineConfig) -> web.Application:
         app.router.add_route("*", "/tokenize", engine.no_such_route)
         app.router.add_route("*", "/detokenize", engine.no_such_route)
     app.router.add_get("/tokenizer.json", engine.tokenizer_json)
-    app.router.add_get("/metrics", metrics_handler(engine.config, engine.load))
+    app.router.add_get("/metrics", metrics_handler(engine.config, engine.load,
+                                                   engine.prefix_cache if config.prefix_cache else None))
     if config.responses:
         app.router.add_post(responses_api.PATH, engine.responses)
     else:

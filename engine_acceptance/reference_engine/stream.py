@@ -89,7 +89,7 @@ class Pacer:
     """Waits until the n-th output token would have been generated."""
 
     def __init__(self, latency: LatencyModel, prompt_tokens: int, load: BatchLoad | None = None,
-                 start: float | None = None, hold: KvHold | None = None) -> None:
+                 start: float | None = None, hold: KvHold | None = None, cached_tokens: int = 0) -> None:
         self._latency = latency
         self._load = load
         # The request's KV cache grows by one token per token generated, from its prompt's.
@@ -100,7 +100,9 @@ class Pacer:
         # Deadline of the newest token reached so far; token 1 comes TTFT after the
         # request arrived (`start`, a time.monotonic() value), not after it was parsed.
         self._tokens = 1
-        self._deadline = (time.monotonic() if start is None else start) + latency.ttft_seconds(prompt_tokens)
+        # Tokens found in the prefix cache are not prefilled again: only the rest costs prefill time.
+        self._deadline = (time.monotonic() if start is None else start) + latency.ttft_seconds(
+            prompt_tokens - cached_tokens)
 
     async def reach(self, tokens: int) -> None:
         """Return once `tokens` output tokens exist (the first one after TTFT)."""

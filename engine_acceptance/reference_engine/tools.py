@@ -45,6 +45,7 @@ __all__ = [
     "plan_tool_answer",
     "tool_call_delta",
     "tool_call_pieces",
+    "tool_history_rule",
     "tool_markup",
     "tool_results_rule",
 ]
@@ -237,13 +238,16 @@ def tool_markup(calls: Sequence[ToolCallOut]) -> str:
 
 
 def generate_tool_calls(
-    reasoning: str | None, calls: Sequence[ToolCallOut], *, max_tokens: int, tokenizer: ReferenceTokenizer
+    reasoning: str | None, calls: Sequence[ToolCallOut], *, max_tokens: int, tokenizer: ReferenceTokenizer,
+    reasoning_budget: int | None = None,
 ) -> Generation:
     """Generate the calls within `max_tokens`; a cut call cannot be parsed and stays text."""
-    text_form = generate_chat(reasoning, tool_markup(calls), max_tokens=max_tokens, tokenizer=tokenizer)
+    text_form = generate_chat(reasoning, tool_markup(calls), max_tokens=max_tokens, tokenizer=tokenizer,
+                              reasoning_budget=reasoning_budget)
     if text_form.finish_reason == "length":
         return text_form
-    return Generation(text_form.reasoning, "", "tool_calls", text_form.completion_tokens, tuple(calls))
+    return Generation(text_form.reasoning, "", "tool_calls", text_form.completion_tokens, tuple(calls),
+                      reasoning_tokens=text_form.reasoning_tokens)
 
 
 def tool_call_pieces(calls: Sequence[ToolCallOut], *, tokens_per_piece: int) -> list[Piece]:
@@ -293,6 +297,24 @@ def _describe_result(text: str, zh: bool) -> str:
         parts.append(f"{temperature}°C")
     said = ("，" if zh else ", ").join(parts) or json.dumps(data, ensure_ascii=False)
     return f"{place}{'：' if zh else ': '}{said}" if place else said
+
+
+def tool_history_rule(conv: Conversation, zh: bool) -> tuple[str, str] | None:
+    """Answer a follow-up about a place an earlier ``role: tool`` result of the conversation described.
+
+    An agent's next turn asks about what its tools found a turn ago: the model reads its history.
+    """
+    question = conv.question
+    earlier = [text for text, role in zip(conv.earlier, conv.roles) if role == "tool"]
+    for text in reversed(earlier):
+        described = _describe_result(text, zh)
+        place = next((city for city in _places_in(described) if city in question), None)
+        if place is not None:
+            if zh:
+                return f"用户问的是{place}，之前的工具结果里有：{described}。直接引用，不再调用工具。", described + "。"
+            return f"The user asks about {place}; an earlier tool result says: {described}. I quote it.", \
+                described + "."
+    return None
 
 
 def tool_results_rule(conv: Conversation, zh: bool) -> tuple[str, str] | None:

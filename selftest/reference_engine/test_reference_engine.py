@@ -205,7 +205,10 @@ def test_streamed_chat_events_reassemble_to_the_non_streamed_reply(vllm: str) ->
     assert len({c["id"] for c in stream.chunks}) == 1
     finish_chunk, usage_chunk = stream.chunks[-2], stream.chunks[-1]
     assert finish_chunk["choices"][0]["delta"] == {} and finish_chunk["choices"][0]["finish_reason"] == "stop"
-    assert usage_chunk["choices"] == [] and stream.usage == plain["usage"]
+    # The same prompt a second time: all as before, but its prefix is now cached.
+    assert usage_chunk["choices"] == []
+    assert {**stream.usage, "prompt_tokens_details": None} == {**plain["usage"], "prompt_tokens_details": None}
+    assert stream.usage["prompt_tokens_details"]["cached_tokens"] > 0
     # Reasoning comes in several small deltas, all before the content.
     kinds = [next(iter(c["choices"][0]["delta"])) for c in stream.chunks[1:-2]]
     assert kinds.count("reasoning") > 3
