@@ -129,7 +129,8 @@ class CheckGroup:
 CAPABILITIES = (
     Capability("text", AlwaysTested("every OpenAI-compatible server answers chat completions (readiness listed "
                                     "the model)"),
-               # The error-code and sampling contracts hold for every chat deployment: text's checks.
+               # The error-code and sampling contracts hold for every chat deployment: text's checks. (So does "a
+               # cached prefix changes no answer": those checks of the prefix_cache group carry requires("text").)
                markers=("text", "error_codes", "sampling")),
     Capability("streaming", AlwaysTested("every OpenAI-compatible server streams chat completions"),
                # The wire checks read streams; clients leave streams mid-way: streaming's checks.
@@ -139,6 +140,11 @@ CAPABILITIES = (
     Capability("reasoning_effort", Undiscoverable(
         "an engine accepts reasoning_effort whether or not the model honours it, so no probe can tell; declare it "
         "in a model profile or require it with --expect reasoning_effort")),
+    # A thinking token budget the engine applies (vLLM's thinking_token_budget): probed where the engine profile
+    # names its field, since a deployment without a reasoning parser refuses it in its own words and one that
+    # ignores it shows reasoning past the budget. Core checks:
+    # tests/test_reasoning_budget.py::test_reasoning_stays_within_the_thinking_budget_and_the_answer_still_comes.
+    Capability("thinking_budget", Probed("thinking_budget", "probe_thinking_budget", report_rank=9)),
     Capability("tools", Probed("chat_features", "probe_tools", report_rank=0), markers=("tools",)),
     Capability("code", AlwaysTested("writing a function is a text task: any chat model is asked"),
                markers=("code_exec",)),
@@ -150,6 +156,11 @@ CAPABILITIES = (
     Capability("structured_outputs", Probed("structured", "probe_structured", report_rank=6),
                markers=("structured_outputs",)),
     Capability("responses", Probed("responses", "probe_responses", report_rank=7), markers=("responses",)),
+    # A prefix cache that reports its hits (usage.prompt_tokens_details.cached_tokens or /metrics counters): its
+    # own capability, since only a deployment that reports hits can be held to them; the probe sends one long
+    # prefix twice. Its checks carry requires("prefix_cache"); the answer-equality checks of the same group test
+    # text (requires("text")): any deployment may cache prefixes (vLLM's V1 engine does by default), reported or not. Core checks: tests/test_prefix_cache.py::test_repeated_long_prefix_is_reported_as_a_cache_hit.
+    Capability("prefix_cache", Probed("prefix_cache", "probe_prefix_cache", report_rank=8)),
     # Probed for the token counts, but no model capability: what stands in for it is a local tokenizer.
     Capability("tokenize", Probed("tokenize", "probe_tokenize", report_rank=5), in_profiles=False,
                intent_override="if the deployment has no tokenize endpoint on purpose, count locally with "
@@ -164,6 +175,8 @@ CHECK_GROUPS: tuple[CheckGroup, ...] = (
     CheckGroup("streaming", "streamed replies (TEST-PLAN 1)"),
     CheckGroup("thinking", "thinking modes and reasoning effort (TEST-PLAN 2)"),
     CheckGroup("tools", "parallel tool calls (TEST-PLAN 3)"),
+    CheckGroup("agent", "multi-turn agent loops: reasoning, tool calls, tool results and follow-ups over four turns "
+                        "(issue 41)"),
     CheckGroup("tool_accuracy", "tool-call accuracy over the committed set of 300+ requests, streamed and not "
                                 "(issue 17)"),
     CheckGroup("code_exec", "model-written code run in a sandbox (TEST-PLAN 4)"),
@@ -178,6 +191,8 @@ CHECK_GROUPS: tuple[CheckGroup, ...] = (
     CheckGroup("responses", "the Responses API, /v1/responses, where served (issue 15)"),
     CheckGroup("cancellation", "clients that disconnect leave the engine serving and free what they held "
                                "(issue 15)"),
+    CheckGroup("prefix_cache", "a long prefix sent again is a cache hit and changes no answer; TTFT cold and warm "
+                               "(issue 41)"),
     CheckGroup("throughput", "throughput smoke with TTFT/TPOT/E2E (TEST-PLAN 7)"),
     CheckGroup("recall", "long-context recall (TEST-PLAN 8)"),
     CheckGroup("recall_1m", "million-token recall (TEST-PLAN 8)"),

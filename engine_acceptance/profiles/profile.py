@@ -28,6 +28,7 @@ from engine_acceptance.resources import read_yaml
 
 __all__ = [
     "DATA_ROOT",
+    "CACHED_TOKENS_IN",
     "METRIC_GAUGES",
     "PROFILES_DIR",
     "SCHEMAS_DIR",
@@ -47,8 +48,10 @@ PROFILES_DIR = SHIPPED.models.parent
 SCHEMAS_DIR = DATA_ROOT / "schemas"
 # The kind of profile each folder holds, as messages name it.
 _KIND_OF = {"models": "model", "engines": "engine"}
-# The gauges an engine profile may name under features.metric_names.
-METRIC_GAUGES = ("running", "waiting", "kv_cache_usage")
+# The series an engine profile may name under features.metric_names: gauges, then the prefix cache's counters.
+METRIC_GAUGES = ("running", "waiting", "kv_cache_usage", "prefix_cache_queries", "prefix_cache_hits")
+# Where usage reports cached prompt tokens unless the engine profile says otherwise (features.cached_tokens_in).
+CACHED_TOKENS_IN = "prompt_tokens_details.cached_tokens"
 
 
 @dataclass(frozen=True)
@@ -122,9 +125,27 @@ class EngineProfile:
         ``output_chunks`` (SGLang), or None when the engine does not offer it."""
         return self.features.get("continuous_usage_stats") or None
 
+    @property
+    def history_reasoning_field(self) -> str | None:
+        """The field an assistant message of the history carries its reasoning back in (interleaved thinking);
+        None when the engine takes none. Unset: the field the engine puts reasoning in."""
+        if "history_reasoning_field" in self.features:
+            return self.features["history_reasoning_field"]
+        return self.reasoning_field
+
+    @property
+    def thinking_budget_field(self) -> str | None:
+        """The (dotted) request field of a thinking token budget; None when the engine takes none."""
+        return self.features.get("thinking_budget_field") or None
+
+    @property
+    def cached_tokens_in(self) -> str:
+        """The dotted path under usage where the engine reports cached prompt tokens."""
+        return self.features.get("cached_tokens_in") or CACHED_TOKENS_IN
+
     def metric_names(self, gauge: str) -> tuple[str, ...]:
-        """The names a Prometheus gauge (``running``, ``waiting``, ``kv_cache_usage``) is served under,
-        newest first; empty when the profile names none."""
+        """The names a Prometheus series (``running``, ``waiting``, ``kv_cache_usage``, ``prefix_cache_queries``,
+        ``prefix_cache_hits``) is served under, newest first; empty when the profile names none."""
         if gauge not in METRIC_GAUGES:
             raise ValueError(f"unknown gauge {gauge!r}; known: {', '.join(METRIC_GAUGES)}")
         return tuple((self.features.get("metric_names") or {}).get(gauge, ()))
@@ -162,6 +183,12 @@ class ModelProfile:
     not_served: frozenset[str] = frozenset()
     # engine-acceptance diff's tolerances for this model's runs, as fractions by metric family ("default": all).
     diff_tolerances: dict[str, float] = field(default_factory=dict)
+    # What the chat template does with reasoning sent back in the history: keep, current_turn, drop; None: unsaid.
+    reasoning_in_history: str | None = None
+    # The thinking token budget the checks send; None: the suite's default (DEFAULT_THINKING_BUDGET).
+    thinking_budget_tokens: int | None = None
+    # The cold/warm TTFT gate of prefix reuse, as written (prefix_cache.warm_ttft_ratio_max); empty: reported only.
+    prefix_cache: dict[str, Any] = field(default_factory=dict)
 
     def has(self, capability: str) -> bool:
         return capability in self.capabilities
@@ -295,6 +322,9 @@ def load_model_profile(name_or_path: str) -> ModelProfile:
         slo=dict(data.get("slo") or {}),
         not_served=frozenset(data.get("not_served") or ()),
         diff_tolerances={name: percent / 100.0 for name, percent in (data.get("diff_tolerances") or {}).items()},
+        reasoning_in_history=reasoning.get("in_history"),
+        thinking_budget_tokens=thinking.get("budget_tokens"),
+        prefix_cache=dict(data.get("prefix_cache") or {}),
     )
 
 

@@ -14,7 +14,7 @@ from typing import Any, Mapping
 
 from engine_acceptance.profiles.profile import EngineProfile, ModelProfile
 
-__all__ = ["deep_merge", "with_reasoning_effort", "with_thinking_mode"]
+__all__ = ["deep_merge", "with_reasoning_effort", "with_thinking_budget", "with_thinking_mode"]
 
 
 def deep_merge(body: Mapping[str, Any], fields: Mapping[str, Any]) -> dict[str, Any]:
@@ -43,3 +43,18 @@ def with_reasoning_effort(body: Mapping[str, Any], engine: EngineProfile, effort
     if engine.reasoning_effort_in == "top_level":
         return deep_merge(body, {"reasoning_effort": effort})
     raise ValueError(f"engine profile {engine.name!r}: unknown reasoning_effort_in {engine.reasoning_effort_in!r}")
+
+
+def with_thinking_budget(body: Mapping[str, Any], engine: EngineProfile, tokens: int) -> dict[str, Any]:
+    """``body`` capping the reasoning at ``tokens`` where this engine reads a budget (a dotted path);
+    ValueError when the engine profile names no budget field."""
+    path = engine.thinking_budget_field
+    if path is None:
+        raise ValueError(f"engine profile {engine.name!r} names no thinking_budget_field")
+    fields: dict[str, Any] = {}
+    node = fields
+    *parents, leaf = path.split(".")
+    for name in parents:
+        node = node.setdefault(name, {})
+    node[leaf] = tokens
+    return deep_merge(body, fields)

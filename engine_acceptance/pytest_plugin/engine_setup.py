@@ -145,7 +145,8 @@ def _discover_capabilities(engine: EngineInfo, engine_profile: EngineProfile, op
     probe_timeouts = ClientTimeouts(connect=timeouts.connect, idle=min(timeouts.idle, options.probe_timeout),
                                     total=min(timeouts.total, options.probe_timeout))
     target = EngineTarget(base_url=engine.url, model=engine.model, api_key=api_key, timeouts=probe_timeouts)
-    progress("probing what the deployment serves (tools, image, video, reasoning and its switch, /tokenize)")
+    progress("probing what the deployment serves (tools, image, video, reasoning and its switch, /tokenize, "
+             "structured outputs, Responses, the prefix cache, a thinking budget)")
     found = asyncio.run(discover(target, engine_profile, advertised_context=engine.max_model_len,
                                  media_dir=MEDIA_DIR, timeouts=probe_timeouts))
     progress(f"probed in {found.elapsed_s:.1f} s: {found.summary()}")

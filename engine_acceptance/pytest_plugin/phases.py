@@ -31,7 +31,11 @@ __all__ = ["MEASUREMENT_MARKERS", "WORKER_INPUT_KEY", "MeasurementPhase", "Xdist
 # The tool-accuracy set is hundreds of requests at its own concurrency: run alone, it neither
 # slows the functional checks nor shares the engine with a timed measurement, and its progress
 # reaches the terminal (the controller runs this phase). The SLO check's open-loop load is timed.
-MEASUREMENT_MARKERS = ("tool_accuracy", "throughput", "recall", "recall_1m", "soak", "cancellation", "slo")
+# The prefix-cache checks read the engine's cache counters (which count every client's hits), send a
+# unique prefix cold and then warm (another client's traffic could evict it between), and time the
+# first token cold and warm: first, since they take seconds.
+MEASUREMENT_MARKERS = ("prefix_cache", "tool_accuracy", "throughput", "recall", "recall_1m", "soak", "cancellation",
+                       "slo")
 
 # Where the controller hands the session to each xdist worker.
 WORKER_INPUT_KEY = "engine_acceptance_session"

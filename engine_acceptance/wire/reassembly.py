@@ -44,6 +44,20 @@ class Usage:
             raw=dict(data),
         )
 
+    def detail(self, path: str) -> int | None:
+        """The integer at a dotted path under usage (``prompt_tokens_details.cached_tokens``), else None."""
+        node: Any = self.raw
+        for name in path.split("."):
+            if not isinstance(node, dict):
+                return None
+            node = node.get(name)
+        return node if isinstance(node, int) and not isinstance(node, bool) else None
+
+    @property
+    def reasoning_tokens(self) -> int | None:
+        """``completion_tokens_details.reasoning_tokens``, where the engine reports it (vLLM with a reasoning parser)."""
+        return self.detail("completion_tokens_details.reasoning_tokens")
+
     def inconsistencies(self) -> list[str]:
         """What is wrong with these counts, in words; empty when they add up."""
         problems = []

@@ -168,10 +168,18 @@ class ServerTokenCounter:
         return self._post_all([{"model": self.target.model, "prompt": text, "add_special_tokens": False}
                                for text in texts])
 
-    def count_conversation(self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True) -> int:
-        """Tokens of the conversation as the engine's chat template renders it for a reply."""
-        return self._post({"model": self.target.model, "messages": list(messages),
-                           "add_generation_prompt": add_generation_prompt})
+    def count_conversation(self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True,
+                           tools: Sequence[Mapping[str, Any]] | None = None) -> int:
+        """Tokens of the conversation as the engine's chat template renders it for a reply.
+
+        `tools`: the tools the chat request offers, which the template renders too (vLLM's
+        TokenizeChatRequest takes them, as the chat request does).
+        """
+        body: dict[str, Any] = {"model": self.target.model, "messages": list(messages),
+                                "add_generation_prompt": add_generation_prompt}
+        if tools:
+            body["tools"] = list(tools)
+        return self._post(body)
 
     def _post(self, body: dict[str, Any]) -> int:
         return self._post_all([body])[0]

@@ -217,6 +217,35 @@ def test_a_switch_that_does_not_turn_thinking_off_leaves_thinking_modes_not_serv
     assert discovery.probes["thinking_modes"].evidence.startswith("no known switch turned reasoning off")
 
 
+def test_a_prefix_cache_that_reports_hits_is_served_one_that_reports_nothing_is_not(engines: Engines) -> None:
+    served = run_discovery(engines).probes["prefix_cache"]
+    assert served.state == "served" and "usage.prompt_tokens_details.cached_tokens" in served.evidence, served
+    silent = run_discovery(engines, prefix_cache=False).probes["prefix_cache"]
+    assert silent.state == "not_served", silent
+    assert silent.evidence.startswith("the engine reports no cached tokens: usage has no "
+                                      "prompt_tokens_details.cached_tokens, and no prefix-cache hit counter"), silent
+
+
+def test_a_prefix_cache_that_never_hits_is_broken_and_names_the_stated_intent(engines: Engines) -> None:
+    probe = run_discovery(engines, defects=["prefix-cache-never-hits"]).probes["prefix_cache"]
+    assert probe.state == "broken", probe
+    assert "cached_tokens 0 of" in probe.evidence and "--not-served prefix_cache" in probe.evidence, probe
+
+
+def test_a_thinking_budget_is_served_refused_without_reasoning_and_broken_when_ignored(engines: Engines) -> None:
+    served = run_discovery(engines).probes["thinking_budget"]
+    assert served.state == "served" and "thinking_token_budget=32: reasoning of" in served.evidence, served
+    refused = run_discovery(engines, reasoning=False).probes["thinking_budget"]
+    assert refused == Probe("thinking_budget", "not_served", "HTTP 400: thinking_token_budget is set but "
+                            "reasoning_config is not configured. Please set --reasoning-parser and/or "
+                            "--reasoning-config to use thinking_token_budget."), refused
+    ignored = run_discovery(engines, defects=["thinking-budget-ignored"]).probes["thinking_budget"]
+    assert ignored.state == "broken" and "the thinking budget is not applied" in ignored.evidence, ignored
+    assert "--not-served thinking_budget" in ignored.evidence, ignored
+    sglang = run_discovery(engines, engine_profile="sglang", convention="sglang").probes["thinking_budget"]
+    assert sglang.state == "not_probed" and "names no thinking_budget_field" in sglang.evidence, sglang
+
+
 def test_reference_engine_refusals_have_vllms_error_body(engines: Engines) -> None:
     url = engines.get(text_only=True, tool_parser=False, tokenize=False).url
     image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,AAAA"}}

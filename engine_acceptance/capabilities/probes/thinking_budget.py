@@ -1,0 +1,88 @@
+"""Probe of a thinking token budget: a question the model reasons about, asked with a small budget.
+
+Where the engine profile names the request field (vLLM's ``thinking_token_budget``), the probe asks
+with a budget of :data:`DEFAULT_THINKING_BUDGET` tokens and room for an answer after it:
+
+* the engine's own refusal (vLLM without ``--reasoning-parser``: "thinking_token_budget is set but
+  reasoning_config is not configured"), listed in the engine profile: **not served**;
+* reasoning within the budget (plus the end-of-thinking marker an engine forces), then an answer: **served**;
+* reasoning past the budget, or no answer after it: **broken** (an engine that ignores the field
+  looks the same as one that takes none: the evidence names ``--not-served thinking_budget``);
+* no reasoning at all: **not served** (a model that does not reason has nothing to budget).
+
+The reasoning's tokens are the reply's ``usage.completion_tokens_details.reasoning_tokens`` where the
+engine reports them, else the engine's tokenize endpoint counts the reasoning text.
+"""
+
+from __future__ import annotations
+
+from engine_acceptance.capabilities.probes.base import Probe, ProbeContext, cap, chat_body, readable_reply
+from engine_acceptance.capabilities.registry import stated_intent
+from engine_acceptance.profiles.request_options import with_thinking_budget
+from engine_acceptance.wire.client import RawStreamingClient
+from engine_acceptance.wire.reassembly import Reply
+
+__all__ = ["ANSWER_ROOM", "BUDGET_SLACK", "DEFAULT_THINKING_BUDGET", "budget_problem", "count_reasoning_tokens",
+           "probe_thinking_budget"]
+
+# The budget the probe sends, and the checks where the model profile states none (thinking.budget_tokens).
+DEFAULT_THINKING_BUDGET = 32
+# Tokens a reply may count as reasoning beyond the budget: the end-of-thinking marker the engine forces
+# once the budget is spent (vLLM appends it), and a newline around it.
+BUDGET_SLACK = 4
+# Output tokens left for the answer after the budget.
+ANSWER_ROOM = 96
+_QUESTION = "What is 17 + 25? Answer with the number only."
+
+
+async def count_reasoning_tokens(reply: Reply, raw: RawStreamingClient, model: str,
+                                 endpoint: str | None) -> tuple[int | None, str]:
+    """The reply's reasoning tokens and how they were counted; None (and why) when nothing can count them."""
+    reported = reply.usage.reasoning_tokens if reply.usage is not None else None
+    if reported is not None:
+        return reported, "usage.completion_tokens_details.reasoning_tokens"
+    if endpoint is None:
+        return None, "no usage.completion_tokens_details.reasoning_tokens and no tokenize endpoint to count with"
+    exchange = await raw.post(endpoint, {"model": model, "prompt": reply.reasoning, "add_special_tokens": False},
+                              stream=False)
+    body = exchange.body if isinstance(exchange.body, dict) else {}
+    count = body.get("count")
+    if exchange.status == 200 and isinstance(count, int):
+        return count, f"POST {endpoint} of the reasoning text"
+    return None, f"POST {endpoint} could not count the reasoning: {exchange.describe_failure()}"
+
+
+def budget_problem(reply: Reply, tokens: int | None, budget: int, field: str) -> str | None:
+    """What is wrong with a reply to a request that set a thinking budget of `budget` tokens, or None."""
+    if tokens is not None and tokens > budget + BUDGET_SLACK:
+        return (f"the reasoning ran {tokens} tokens with {field}={budget} (at most {budget + BUDGET_SLACK} with the "
+                "end-of-thinking marker): the thinking budget is not applied")
+    if not reply.content.strip():
+        return (f"the reasoning stopped within {field}={budget}, yet no answer came after it "
+                f"(finish_reason {reply.finish_reason!r}, content empty)")
+    return None
+
+
+async def probe_thinking_budget(context: ProbeContext) -> Probe:
+    profile = context.engine_profile
+    field = profile.thinking_budget_field
+    if field is None:
+        return Probe("thinking_budget", "not_probed",
+                     f"engine profile {profile.name!r} names no thinking_budget_field: no way to send a budget")
+    body = with_thinking_budget(chat_body([{"role": "user", "content": _QUESTION}],
+                                          DEFAULT_THINKING_BUDGET + ANSWER_ROOM), profile, DEFAULT_THINKING_BUDGET)
+    reply = readable_reply(await context.chat.chat(body, stream=False), "thinking_budget", context.rules)
+    if isinstance(reply, tuple):
+        return Probe("thinking_budget", *reply)
+    if not reply.reasoning.strip():
+        return Probe("thinking_budget", "not_served", "no reasoning in the reply: nothing for a budget to limit")
+    tokens, counted = await count_reasoning_tokens(reply, context.raw, context.model,
+                                                   profile.tokenize_endpoint)
+    if tokens is None:
+        return Probe("thinking_budget", "not_probed", cap(f"the reasoning's tokens cannot be counted: {counted}"))
+    problem = budget_problem(reply, tokens, DEFAULT_THINKING_BUDGET, field)
+    if problem is not None:
+        return Probe("thinking_budget", "broken", f"{cap(problem, 140)}; {stated_intent('thinking_budget')}")
+    return Probe("thinking_budget", "served", cap(f"{field}={DEFAULT_THINKING_BUDGET}: reasoning of {tokens} tokens "
+                                                  f"({counted}), then the answer {reply.content.strip()!r}"),
+                 {"field": field})
