@@ -20,8 +20,8 @@ from engine_acceptance.errors import EngineAcceptanceError
 from engine_acceptance.wire.types import Exchange
 from engine_acceptance.wire.reassembly import Reply
 
-__all__ = ["ObservationWarning", "SeveralProblems", "assert_no_problems", "integers_in", "markers_found",
-           "problems_failure", "problems_of", "reply_of"]
+__all__ = ["ObservationWarning", "SeveralProblems", "assert_no_problems", "integers_in", "markers_found", "no_answer",
+           "problems_failure", "problems_of", "reasoning_used_up", "reply_of"]
 
 
 class ObservationWarning(UserWarning):
@@ -40,6 +40,27 @@ def reply_of(exchange: Exchange) -> Reply:
         mode = "streamed" if exchange.stream else "non-streamed"
         raise AssertionError(f"{mode} request to {exchange.url} failed: {exchange.describe_failure()}")
     return exchange.reply
+
+
+def reasoning_used_up(reply: Reply) -> str | None:
+    """The words for a reply whose reasoning ran into max_tokens before any answer, else None.
+
+    Content empty, no tool call, ``finish_reason`` "length" and reasoning there: the model was still
+    thinking when the budget ran out. That is another finding than an engine that lost the answer (an
+    empty content after a finished reasoning), and every check that reads an answer names it so
+    (the report files it under its own category, failure_categories.py).
+    """
+    if reply.content.strip() or reply.tool_calls or reply.finish_reason != "length" or not reply.reasoning.strip():
+        return None
+    spent = reply.usage.completion_tokens if reply.usage is not None else None
+    tokens = f"{spent} completion tokens" if isinstance(spent, int) else "the whole output budget"
+    return (f"the reasoning used up max_tokens ({tokens}, finish_reason 'length') before any answer: content is empty "
+            f"after {len(reply.reasoning)} characters of reasoning")
+
+
+def no_answer(reply: Reply, what: str = "content is empty") -> str:
+    """Why a reply has no answer: a reasoning that used up max_tokens named as such, else `what` and the finish reason."""
+    return reasoning_used_up(reply) or f"{what} (finish_reason={reply.finish_reason!r})"
 
 
 def markers_found(text: str, markers: Iterable[str]) -> list[str]:

@@ -24,6 +24,10 @@ FAILURE_RULES = [
      "messageRegex": r"(?is).*(timeout|timed out|did not answer|hang).*"},
     {"name": "Engine unreachable", "matchedStatuses": ["failed", "broken"],
      "messageRegex": r"(?is).*(unreachable|connection refused|connection: ).*"},
+    # Before "Protocol violation", whose words (finish_reason) its message holds: a model still thinking when
+    # max_tokens ran out is a budget to raise or a model that thinks too long, not a broken reply.
+    {"name": "Reasoning used up max_tokens", "matchedStatuses": ["failed"],
+     "messageRegex": r"(?is).*reasoning used up max_tokens.*"},
     {"name": "Protocol violation", "matchedStatuses": ["failed", "broken"],
      "messageRegex": r"(?is).*(\[DONE\]|not JSON|finish_reason|usage|chunk|protocol|HTTP 4\d\d|markers).*"},
     {"name": "Wrong answer", "matchedStatuses": ["failed"]},

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from engine_acceptance.media import library as media
-from engine_acceptance.assertions import reply_of, short
+from engine_acceptance.assertions import no_answer, reply_of, short
 from engine_acceptance.media.messages import (
     COLOR_WORDS,
     attach_media,
@@ -74,8 +74,7 @@ async def _ask(chat, prompt: str, files: list[str], *, stream: bool, why: str, m
         "max_tokens": max_tokens,
     }
     reply = reply_of(await chat(body, stream=stream, label=" + ".join(files)))
-    assert reply.content.strip(), (
-        f"{why}content is empty (finish_reason={reply.finish_reason!r}, reasoning={short(reply.reasoning)!r})")
+    assert reply.content.strip(), why + no_answer(reply, f"content is empty (reasoning={short(reply.reasoning)!r})")
     return reply.content
 
 

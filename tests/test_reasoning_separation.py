@@ -12,7 +12,7 @@ from __future__ import annotations
 import allure
 import pytest
 
-from engine_acceptance.assertions import markers_found, reply_of, short
+from engine_acceptance.assertions import markers_found, no_answer, reply_of, short
 
 # Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
 pytestmark = [pytest.mark.asyncio, pytest.mark.text, pytest.mark.streaming]
@@ -35,7 +35,7 @@ async def test_reasoning_arrives_in_the_reasoning_field_not_in_content(chat, pro
         "the reasoning field (reasoning / reasoning_content) is empty"
         + (f" and content holds reasoning markers {leaked}: {short(reply.content)!r}" if leaked else "")
     )
-    assert reply.content.strip(), "content is empty: the answer is missing next to the reasoning"
+    assert reply.content.strip(), no_answer(reply, "content is empty: the answer is missing next to the reasoning")
 
 
 async def test_content_holds_no_reasoning_markers(chat, prompts, model_profile, stream) -> None:

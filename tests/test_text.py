@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from engine_acceptance.assertions import assert_no_problems, integers_in, reply_of, short
+from engine_acceptance.assertions import assert_no_problems, integers_in, no_answer, reasoning_used_up, reply_of, short
 
 # Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
 pytestmark = [pytest.mark.asyncio, pytest.mark.text]
@@ -28,8 +28,7 @@ async def test_models_endpoint_lists_the_served_model(acceptance, sdk_client) ->
 async def test_reply_has_content_and_a_valid_finish_reason(chat, prompts, model_profile, stream) -> None:
     reply = reply_of(await chat({"messages": [{"role": "user", "content": prompts["text"]["basic"]["prompt"]}],
                                  "temperature": 0, "max_tokens": model_profile.reply_tokens}, stream=stream))
-    assert reply.content.strip(), f"content is empty (finish_reason={reply.finish_reason!r}, " \
-                                  f"reasoning={short(reply.reasoning)!r})"
+    assert reply.content.strip(), no_answer(reply, f"content is empty (reasoning={short(reply.reasoning)!r})")
     assert reply.finish_reason_is_valid, f"finish_reason {reply.finish_reason!r} is not a valid value"
     assert reply.role == "assistant", f"role is {reply.role!r}, not 'assistant'"
 
@@ -54,7 +53,7 @@ async def test_arithmetic_answer_is_correct(chat, prompts, model_profile, stream
         reply = reply_of(await chat({"messages": [{"role": "user", "content": case["prompt"]}],
                                      "temperature": 0, "max_tokens": model_profile.reply_tokens}, stream=stream))
         assert int(case["answer"]) in integers_in(reply.content), \
-            f"expected {case['answer']} in the answer, got {short(reply.content)!r}"
+            f"expected {case['answer']} in the answer, " + (reasoning_used_up(reply) or f"got {short(reply.content)!r}")
 
     await trials(sample)
 
@@ -74,7 +73,8 @@ async def test_multi_turn_conversation_recalls_the_codename(chat, prompts, model
         second = reply_of(await chat({"messages": messages, "temperature": 0,
                                       "max_tokens": model_profile.reply_tokens}, stream=stream, label="turn 2"))
         assert case["answer"] in second.content, \
-            f"turn 2 should repeat the codename {case['answer']!r} from turn 1, got {short(second.content)!r}"
+            f"turn 2 should repeat the codename {case['answer']!r} from turn 1, " + (
+                reasoning_used_up(second) or f"got {short(second.content)!r}")
 
     await trials(sample)
 

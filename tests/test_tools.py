@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from engine_acceptance.assertions import assert_no_problems, integers_in, markers_found, reply_of, short
+from engine_acceptance.assertions import assert_no_problems, integers_in, markers_found, no_answer, reply_of, short
 from engine_acceptance.profiles.profile import ModelProfile
 from engine_acceptance.profiles.tool_schemas import argument_problems, load_tool
 from engine_acceptance.wire.reassembly import Reply, ToolCall
@@ -179,7 +179,7 @@ async def test_tool_results_reach_the_final_answer(chat, prompts, model_profile,
             "max_tokens": _budget(prompts, model_profile)}
     reply = reply_of(await chat(body, stream=stream))
     assert not reply.tool_calls, f"the results are there, yet the model calls again: {_describe(reply.tool_calls)}"
-    assert reply.content.strip(), f"no final answer after the tool results (finish_reason={reply.finish_reason!r})"
+    assert reply.content.strip(), no_answer(reply, "no final answer after the tool results")
     ignored = [city for city, result in results.items() if not _uses_result(reply, result)]
     assert not ignored, (
         f"the final answer does not use the tool results for {', '.join(ignored)} "
