@@ -42,7 +42,6 @@ from engine_acceptance.assertions import (
     markers_found,
     no_answer,
     reasoning_used_up,
-    reply_of,
     short,
 )
 from engine_acceptance.profiles.profile import EngineProfile, ModelProfile
@@ -310,7 +309,10 @@ KEPT_WHERE = {"keep": {"the tool loop in progress", "a finished earlier turn"},
 
 
 async def _prompt_tokens(chat, messages: list[dict[str, Any]], tool: dict[str, Any], stream: bool, label: str) -> int:
-    reply = reply_of(await chat(_body(messages, tool, COUNT_ONLY_TOKENS, stream), stream=stream, label=label))
+    exchange = await chat(_body(messages, tool, COUNT_ONLY_TOKENS, stream), stream=stream, label=label)
+    assert exchange.ok and exchange.reply is not None, \
+        f"{label}: the engine refused the history ({len(messages)} messages): {exchange.describe_failure()}"
+    reply = exchange.reply
     assert reply.usage is not None and isinstance(reply.usage.prompt_tokens, int), f"{label}: no usage.prompt_tokens"
     return reply.usage.prompt_tokens
 
