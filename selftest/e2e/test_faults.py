@@ -162,9 +162,10 @@ def test_503_storm_is_not_retried(pytester: pytest.Pytester) -> None:
         log = engine.read_log()
     assert failed(outcomes) == STREAMED | NON_STREAMED, result.stdout.str()[-3000:]
     # One chat request per affected check, and one per capability probe before the run (tools,
-    # image and video each with and without the media, structured outputs, a plain chat; the
-    # thinking switches are tried only after a plain reply): a retrying client would show more.
-    assert log.count("fault 503-storm: 503 for POST /v1/chat/completions") == len(STREAMED | NON_STREAMED) + 7, log
+    # image and video each with and without the media, structured outputs, a plain chat, the prefix
+    # cache's first prompt, a thinking budget; the thinking switches are tried only after a plain reply,
+    # the prefix cache's second prompt only after its first): a retrying client would show more.
+    assert log.count("fault 503-storm: 503 for POST /v1/chat/completions") == len(STREAMED | NON_STREAMED) + 9, log
 
 
 def _waited(report) -> bool:

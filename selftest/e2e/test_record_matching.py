@@ -251,6 +251,33 @@ SHIPPED = {
         # Enough replies judged and too few consistent is another failure: not covered.
         ["AssertionError: replies whose finish_reason is 'tool_calls' exactly when they call tools (200 cut by "
          "max_tokens, not judged): 300/386 = 77.7% (95% Wilson 73.3-81.6%), below the required 95.0%"]),
+    # The agent loop on the CI's vLLM (issue 41; tests/test_agent_loop.py words them), as the real run of 2026-12-05.
+    "gemma3-270m-vllm-cpu.yaml#14": (
+        "AssertionError: turn 1: the model called no tool for '请调用 get_weather 查询广州和北京的天气，然后告诉我哪个城市更暖和。', "
+        "so the loop cannot go on: content '请调用 get_weather 查询广州和北京的天气，然后告诉我哪个城市更暖和。…'",
+        # A reasoning that used up max_tokens (a reasoning parser on this template) is another finding.
+        ["AssertionError: turn 1: the model called no tool for '请调用 get_weather …', so the loop cannot go on: the "
+         "reasoning used up max_tokens (128 completion tokens, finish_reason 'length') before any answer: content is "
+         "empty after 277 characters of reasoning",
+         "AssertionError: turn 1, the ask: the engine refused the history the loop built (2 messages): HTTP 500: {}",
+         "AssertionError: turn 3, the follow-up: the follow-up's answer lacks 37, which only the tool result in the "
+         "history holds: '…'"]),
+    "gemma3-270m-vllm-cpu.yaml#15": (
+        "AssertionError: turn 1: the model called no tool for '请调用 get_weather 查询广州和北京的天气，然后告诉我哪个城市更暖和。', "
+        "so the loop cannot go on: content '请调用 get_weather…'",
+        ["AssertionError: usage.prompt_tokens does not grow with the history: turn 1, the ask 99, turn 2, after the "
+         "tool results 68, turn 3, the follow-up 101",
+         "AssertionError: turn 2, after the tool results: usage.prompt_tokens 665 but the engine's /tokenize counts "
+         "761 for the same history and tools (-96)"]),
+    "gemma3-270m-vllm-cpu.yaml#16": (
+        "AssertionError: history shape 'content-null' (an assistant message with tool_calls and content null, as the "
+        "OpenAI API allows) was refused: HTTP 400: {\"message\": \"Conversation roles must alternate "
+        "user/assistant/user/assistant/...\", \"type\": \"BadRequestError\", \"param\": null, \"code\": 400}",
+        ["AssertionError: history shape 'content-null' (an assistant message with tool_calls and content null, as the "
+         "OpenAI API allows) was refused: HTTP 400: {\"message\": \"1 validation error for ChatCompletionRequest: "
+         "messages.2.content: Input should be a valid string\"}",
+         "AssertionError: history shape 'content-null' (an assistant message with tool_calls and content null): the "
+         "answer does not use the tool results for 广州: '…'"]),
     "vllm-0.32-contract.yaml#0": (
         "AssertionError: a tool result that answers no tool call: the engine accepted it: HTTP 200, content '{}命题'",
         ["AssertionError: a tool result that answers no tool call: server error on client data: HTTP 500",

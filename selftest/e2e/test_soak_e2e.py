@@ -123,12 +123,12 @@ def test_degrading_engine_fails_the_soak_naming_failures_and_the_rising_error_ra
     result, outcomes = run_suite(pytester, "-m", "soak", "--soak-minutes", "0.2", "--soak-rate", "5",
                                  "--inject", "degrading-503")
     assert failed(outcomes) == {CHECK}, result.stdout.str()[-3000:]
-    # The capability probes before the run (13 chat requests on a healthy engine: image and video are
-    # each asked with and without the media) count among the engine's first 20, so refusals start at
-    # the soak's 8th request.
+    # The capability probes before the run (16 chat requests on a healthy engine: image and video are
+    # each asked with and without the media, the prefix cache's prompt twice, a thinking budget once)
+    # count among the engine's first 20, so refusals start at the soak's 5th request.
     result.stdout.fnmatch_lines([
-        "*26/60 soak requests failed: HTTP 503 x26 (first: request 8, text, due at 1.6 s*",
-        "*the error rate rose from 42% (21/50) in the first window (0-10 s) to 50% (5/10) in the last (10-12 s)*",
+        "*28/60 soak requests failed: HTTP 503 x28 (first: request 5, text, due at 1.0 s*",
+        "*the error rate rose from 46% (23/50) in the first window (0-10 s) to 50% (5/10) in the last (10-12 s)*",
     ])
 
 
