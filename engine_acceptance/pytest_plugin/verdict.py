@@ -18,13 +18,15 @@ names it).
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from engine_acceptance.capabilities.plan import CapabilityPlan, coverage_rows
-from engine_acceptance.capabilities.registry import GROUP_MARKERS
+from engine_acceptance.capabilities.registry import GROUP_MARKERS, is_core_check
+from engine_acceptance.profiles.expectations import check_id
 from engine_acceptance.provenance import BASELINE_PROPERTY
 from engine_acceptance.reporting.results import OUTCOME_KINDS, CapabilityRow, CheckOutcome
 from engine_acceptance.shortfalls import Shortfall
@@ -101,6 +103,7 @@ class GateCollector:
         else:
             return
         result.covers = covers
+        result.core = frozenset(name for name in covers if is_core_check(name, check_id(nodeid)))
         # A teardown error after a pass still fails the check; no later phase (a pass, a skip, a teardown
         # that failed as a record describes) hides a failure.
         if previous is not None and previous.outcome in _FAILURES and result.outcome not in _FAILURES:
@@ -132,8 +135,7 @@ class GateCollector:
         return sum(1 for item in self.outcomes.values() if item.outcome != "skipped")
 
     def capability_rows(self) -> list[CapabilityRow]:
-        rows = coverage_rows(self.plans, ((i.covers, i.outcome, i.reason) for i in self.outcomes.values()),
-                             self.allow_untested)
+        rows = coverage_rows(self.plans, self.outcomes.values(), self.allow_untested)
         return _with_shortfalls(rows, self.shortfalls_seen())
 
     def shortfalls_seen(self) -> list[tuple[Shortfall, list[CheckOutcome]]]:
@@ -198,6 +200,11 @@ def _first_line(text: str) -> str:
 
 
 def _skip_reason(longrepr: str) -> str:
-    # Skip reprs look like "('path', line, 'Skipped: reason')".
+    # Skip reprs look like "('path', line, 'Skipped: reason')": read as the tuple it is, so a reason that
+    # ends in a quote or a parenthesis keeps it.
     marker = "Skipped: "
-    return longrepr.split(marker, 1)[1].rstrip("')\"") if marker in longrepr else longrepr[:300]
+    try:
+        text = str(ast.literal_eval(longrepr)[2])
+    except (ValueError, SyntaxError, TypeError, IndexError):
+        return longrepr.split(marker, 1)[1].rstrip("')\"") if marker in longrepr else longrepr[:300]
+    return text.split(marker, 1)[1] if marker in text else text
