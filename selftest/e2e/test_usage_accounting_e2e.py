@@ -92,8 +92,9 @@ def test_local_tokenizer_counts_the_completion_prompt_exactly_and_skips_the_chat
     assert outcomes == expected, result.stdout.str()[-3000:]
     result.stdout.fnmatch_lines([
         f"SKIPPED [[]2[]] *test_usage_accounting.py:*: only the local tokenizer.json {tokenizer_json} counts here "
-        "(the engine has no /tokenize), and it has no chat template: the tokens the engine's template adds to a "
-        "conversation cannot be known exactly (the /v1/completions check counts a plain prompt exactly)"])
+        "(no tokenize endpoint (POST /tokenize: HTTP 404: Not Found)), and it has no chat template: the tokens the "
+        "engine's template adds to a conversation cannot be known exactly (the /v1/completions check counts a plain "
+        "prompt exactly)"])
     if defect:
         completion = _completion_prompt_tokens()
         result.stdout.fnmatch_lines([
