@@ -32,8 +32,9 @@ COMPLETION = {f"{MODULE}::test_completion_prompt_tokens_match_the_engines_count[
               for mode in ("non-streamed", "streamed")}
 ACCOUNTING = CHAT | COMPLETION
 NO_TOKENIZE = "--reference-serves=no-tokenize"
-NEITHER = ("neither the engine's /tokenize nor a local tokenizer (--tokenizer PATH, the model's tokenizer.json) "
-           "is available to count the prompt's tokens")
+# The tokenize probe's finding in the engine's words (absent: a 404), then what else could count.
+NEITHER = ("no tokenize endpoint (POST /tokenize: HTTP 404: Not Found) and no --tokenizer: nothing can count the "
+           "prompt's tokens (--tokenizer PATH takes the model's tokenizer.json)")
 
 
 def _completion_prompt_tokens() -> int:

@@ -79,6 +79,7 @@ def _record(check: str) -> dict:
 
 
 def test_only_a_records_xfail_is_known_and_no_later_phase_hides_a_failure(pytester: pytest.Pytester) -> None:
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
     pytester.makeconftest(CONFTEST)
     pytester.makepyfile(test_checks=CHECKS)
     records = pytester.path / "records.yaml"
