@@ -42,8 +42,7 @@ from engine_acceptance.recall.haystack import RecallBudget
 from engine_acceptance.shortfalls import SIZE_PROPERTY, million_note
 from engine_acceptance.wire.reassembly import Reply
 from engine_acceptance.recall.answers import code_problems, codes_in, json_codes
-from engine_acceptance.recall.cases import (FIELD_KEYS, NO_COUNT_REASON, RecallRun, field_case, field_cases, field_prefix,
-                                            million_case)
+from engine_acceptance.recall.cases import FIELD_KEYS, RecallRun, field_case, field_cases, field_prefix, million_case
 from engine_acceptance.trials import current_sample
 
 # Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
@@ -86,7 +85,7 @@ def _skip_accounting_unless_countable(recall_runner, case) -> None:
     """The accounting needs a count of the prompt; without one only the answers can be checked."""
     recall_runner.check_context(case)
     if not recall_runner.exact:
-        pytest.skip(NO_COUNT_REASON)
+        pytest.skip(recall_runner.no_count_reason)
 
 
 def _cut_note(reply: Reply) -> str:

@@ -130,7 +130,7 @@ async def test_fixed_length_load_is_served_in_full_and_passes_the_gate(
     notes = [note for r in results for note in count_notes(
         r, output_forced=output_forced,
         ignore_eos_reason=f"engine profile {engine_profile.name!r} does not declare ignore_eos",
-        input_estimate=(f"{prompts.describe(r.cell.input_tokens)}, as there is {prompts.why}"
+        input_estimate=(f"{prompts.describe(r.cell.input_tokens)}, because {prompts.why}"
                         if isinstance(prompts, TextPrompts) else None),
         recount=recounts.get(r.cell.key))]
     title = f"throughput {workload.name} tokens"

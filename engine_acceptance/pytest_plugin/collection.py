@@ -10,7 +10,7 @@ from engine_acceptance.capabilities.registry import capability_of_marker
 from engine_acceptance.profiles.expectations import ExpectedFailure, check_id, matching_records
 from engine_acceptance.pytest_plugin.allure_report import label_for_allure
 from engine_acceptance.pytest_plugin.keys import item_records_key, required_untested_key
-from engine_acceptance.pytest_plugin.verdict import COVERS_PROPERTY
+from engine_acceptance.pytest_plugin.verdict import COVERS_PROPERTY, RECORDS_PROPERTY
 from engine_acceptance.session import AcceptanceSession
 
 __all__ = ["plan_items"]
@@ -37,6 +37,8 @@ def plan_items(items: list[pytest.Item], session: AcceptanceSession, records: li
                                  version=session.engine.version, model=session.engine.model)
         if known:
             item.stash[item_records_key] = known
+            # Read back by the gate: only a recorded check's xfail is a known defect (verdict.GateCollector).
+            item.user_properties.append((RECORDS_PROPERTY, " | ".join(record.origin or "record" for record in known)))
             item.add_marker(pytest.mark.xfail(strict=stale_records_fail,
                                               reason=" | ".join(r.xfail_reason() for r in known)))
         label_for_allure(item, session)

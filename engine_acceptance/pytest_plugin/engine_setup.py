@@ -95,6 +95,9 @@ def prepare_session(options: AcceptanceOptions, engine_profiles: list[EngineProf
         clash = sorted(set(stated) & required)
         raise UsageError(f"{', '.join(map(repr, clash))} stated not served ({stated[clash[0]]}) and required "
                          f"(--expect or model profile {model_profile.name!r} expect): drop one")
+    if options.tokenizer is not None:
+        # Counting locally is how a deployment without a working /tokenize is stated (registry.stated_intent).
+        stated["tokenize"] = f"--tokenizer {options.tokenizer.source}"
     discovery = _discover_capabilities(engine, engine_profile, options, api_key)
     session = AcceptanceSession(
         engine=engine,

@@ -24,6 +24,8 @@ TOOL_PARSER_CRASH = ("Error in extracting tool call from response: JSONDecodeErr
                      "line 1 column 24 (char 23)")
 # media-decode-400: Pillow's words for bytes it cannot read, as vLLM passes them on.
 MEDIA_DECODE_CRASH = "Failed to load image: cannot identify image file <_io.BytesIO object at 0x7f3a2c1b9e40>"
+# tokenize-500: what a tokenize endpoint that raises answers (vLLM wraps an unexpected exception so).
+TOKENIZE_CRASH = "Internal server error: AttributeError: 'NoneType' object has no attribute 'apply_chat_template'"
 # firewall-403: the one route a proxy in front of the engine blocks.
 FIREWALLED_PATH = "/v1/responses"
 
@@ -220,6 +222,15 @@ DEFECTS: dict[str, str] = {
     "firewall-403": (
         f"POST {FIREWALLED_PATH} is answered 403 with the plain-text body 'Forbidden' (a proxy or firewall in"
         " front of the engine)"
+    ),
+    # Issue 39: a probe's "broken" fails the gate; a check with nothing to look at does not pass.
+    "tokenize-500": (
+        f"POST /tokenize is answered 500 in vLLM's error shape: {TOKENIZE_CRASH!r} (a tokenize endpoint that"
+        " raises); chat, completions and their usage are unaffected"
+    ),
+    "tools-answered-in-text": (
+        "the model never calls a tool: every request that offers tools is answered in text as if tool_choice were"
+        " 'none' (a model never trained for function calling), streamed and not, whatever tool_choice says"
     ),
 }
 

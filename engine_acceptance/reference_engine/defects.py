@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from .chat_template import MEDIA_PLACEHOLDERS
 from .code_answers import hostile_function
-from .defect_names import FIREWALLED_PATH, MEDIA_DECODE_CRASH, SLOW_FIRST_TOKEN_S, TOOL_PARSER_CRASH
+from .defect_names import FIREWALLED_PATH, MEDIA_DECODE_CRASH, SLOW_FIRST_TOKEN_S, TOKENIZE_CRASH, TOOL_PARSER_CRASH
 from .generation import THINK_CLOSE, THINK_OPEN, Generation, Piece, ToolCallOut
 from .retrieval import corrupt_first_code, drop_middle
 from .media_facts import ImageFacts, SeenMedia
@@ -96,6 +96,8 @@ class DefectHooks:
             from .protocol import RequestError  # protocol -> config -> defects: import late
 
             raise RequestError(TOOL_PARSER_CRASH)
+        if "tools-answered-in-text" in self.active and request is not None and request.tools:
+            return dataclasses.replace(request, choice="none", named=None)
         if "ignore-tool-choice" in self.active and request is not None and request.tools:
             return dataclasses.replace(request, choice="auto", named=None)
         if "auto-tool-choice-as-required" in self.active and request is not None and request.choice == "auto":
@@ -204,6 +206,13 @@ class DefectHooks:
         if "firewall-403" in self.active and method == "POST" and path == FIREWALLED_PATH:
             return 403, "Forbidden"
         return None
+
+    def check_tokenize(self) -> None:
+        """tokenize-500: POST /tokenize raises, answered 500 in the engine's error shape."""
+        if "tokenize-500" in self.active:
+            from .protocol import RequestError  # protocol -> config -> defects: import late
+
+            raise RequestError(TOKENIZE_CRASH, status=500, err_type="InternalServerError")
 
     def sends_done(self) -> bool:
         """Whether a stream ends with `data: [DONE]`."""

@@ -609,6 +609,7 @@ class ReferenceEngine:
 
     def _tokenize(self, body: dict[str, Any]) -> dict[str, Any]:
         req = parse_tokenize_request(body, config=self.config, convention=self.convention)
+        self.hooks.check_tokenize()
         if req.messages is not None:
             text = render_messages(req.messages, add_generation_prompt=req.add_generation_prompt)
         else:

@@ -9,7 +9,10 @@ import pytest
 from suite_runner import run_suite
 
 from engine_acceptance.pytest_plugin import gate_json
-from engine_acceptance.pytest_plugin.verdict import GateCollector
+from engine_acceptance.pytest_plugin.verdict import RECORDS_PROPERTY, UNRECORDED_XFAIL, GateCollector
+
+# What collection adds to a check an expected-failure record describes: only its xfail is a known defect.
+RECORDED = [(RECORDS_PROPERTY, "records.yaml#0")]
 
 USAGE_CHECK = "tests/test_text.py::test_usage_is_present_and_total_is_prompt_plus_completion[*]"
 RECORD = f"""
@@ -28,7 +31,7 @@ records:
 def test_collector_counts_by_capability_and_fails_on_a_failure() -> None:
     gate = GateCollector()
     gate.add("t::a", ["text"], "call", "passed", None, "")
-    gate.add("t::b", ["text"], "call", "skipped", "known defect (seed 001): 264", "")
+    gate.add("t::b", ["text"], "call", "skipped", "known defect (seed 001): 264", "", RECORDED)
     gate.add("t::c", ["image"], "setup", "skipped", None, "('x', 1, 'Skipped: model profile lacks image')")
     assert gate.passed
     gate.add("t::d", ["streaming"], "call", "failed", None, "E   AssertionError: no [DONE]\nmore")
@@ -48,11 +51,50 @@ def test_teardown_pass_does_not_hide_a_call_failure() -> None:
 
 def test_stale_record_fails_in_strict_mode_and_warns_in_warn_mode() -> None:
     strict = GateCollector(stale_records_fail=True)
-    strict.add("t::a", ["text"], "call", "failed", None, "[XPASS(strict)] known defect")
+    strict.add("t::a", ["text"], "call", "failed", None, "[XPASS(strict)] known defect", RECORDED)
     assert not strict.passed and gate_json.document(strict)["stale_records"]
     warn = GateCollector(stale_records_fail=False)
-    warn.add("t::a", ["text"], "call", "passed", "known defect", "")
+    warn.add("t::a", ["text"], "call", "passed", "known defect", "", RECORDED)
     assert warn.passed and gate_json.document(warn)["stale_records"]
+
+
+# --- known never overwrites failed; only a record's xfail is known (issue 39, part 5) ---------------
+
+@pytest.mark.parametrize("later", ["known", "skipped", "passed"])
+def test_no_later_phase_replaces_a_failure(later: str) -> None:
+    gate = GateCollector()
+    gate.add("t::a", ["text"], "call", "failed", None, "E   AssertionError: not what the record says")
+    if later == "known":  # a teardown error that fits the check's record
+        gate.add("t::a", ["text"], "teardown", "skipped", "known defect (x): y", "", RECORDED)
+    elif later == "skipped":
+        gate.add("t::a", ["text"], "teardown", "skipped", None, "('x', 1, 'Skipped: later')")
+    else:
+        gate.add("t::a", ["text"], "teardown", "passed", None, "")
+    assert not gate.passed
+    assert [item.reason for item in gate.by_outcome("failed")] == ["AssertionError: not what the record says"]
+    assert not gate.by_outcome("known_defect")
+
+
+def test_a_later_failure_still_replaces_a_known_defect() -> None:
+    gate = GateCollector()
+    gate.add("t::a", ["text"], "call", "skipped", "known defect (x): y", "", RECORDED)
+    gate.add("t::a", ["text"], "teardown", "failed", None, "E   RuntimeError: teardown broke")
+    assert [item.reason for item in gate.by_outcome("failed")] == ["RuntimeError: teardown broke"]
+
+
+def test_an_xfail_no_record_produced_is_a_failure_and_its_pass_is_no_stale_record() -> None:
+    gate = GateCollector()
+    gate.add("t::a", ["text"], "call", "skipped", "flaky upstream", "E   AssertionError: boom")
+    assert gate.by_outcome("failed")[0].reason == f"{UNRECORDED_XFAIL}: flaky upstream"
+    assert not gate.passed and not gate.by_outcome("known_defect")
+    # A conftest's strict xfail mark that passes fails as itself, not as a stale record of ours.
+    strict = GateCollector()
+    strict.add("t::b", ["text"], "call", "failed", None, "[XPASS(strict)] flaky upstream")
+    assert strict.by_outcome("failed") and not strict.by_outcome("stale_record")
+    # Its non-strict pass is a pass: no record expected anything of it.
+    lenient = GateCollector()
+    lenient.add("t::c", ["text"], "call", "passed", "flaky upstream", "")
+    assert lenient.by_outcome("passed") and lenient.passed
 
 
 def test_interrupted_run_never_passes(tmp_path: Path) -> None:
