@@ -122,6 +122,9 @@ def plan_capabilities(profile: ModelProfile, discovery: Discovery | None,
             reason = f"not served by the engine: {evidence}"
         elif is_required:
             tested, reason = True, "required with --expect or the profile's expect"
+        elif state == "not_probed" and probe is not None:
+            # The probe said why it could not ask (no way to send a video): that is the row's reason.
+            tested, reason = False, f"not probed: {evidence}"
         else:
             tested = False
             reason = (f"model profile {profile.name!r} does not declare {name!r} and no probe found it: "
