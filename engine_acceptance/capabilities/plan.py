@@ -156,7 +156,7 @@ def effective_profile(profile: ModelProfile, plans: Mapping[str, CapabilityPlan]
 
 def coverage_rows(plans: Mapping[str, CapabilityPlan],
                   outcomes: Iterable[tuple[frozenset[str], str, str]],
-                  allow_untested: frozenset[str] = frozenset()) -> list[CapabilityRow]:
+                  allow_untested: frozenset[str] = frozenset(), *, stale_warned: bool = False) -> list[CapabilityRow]:
     """Judge each capability from the checks' outcomes: (capabilities covered, outcome, reason).
 
     A capability counts as tested only when at least one of its checks passed outright: one
@@ -164,7 +164,9 @@ def coverage_rows(plans: Mapping[str, CapabilityPlan],
     required one fails the gate. A capability the run meant to test (served, broken,
     declared, required, or one every server has) whose selected checks were all skipped
     fails the gate unless `allow_untested` names it; one whose checks `-m` did not select
-    is "not selected in this run" (a failure only when required).
+    is "not selected in this run" (a failure only when required). With ``stale_warned``
+    (``--stale-records=warn``) a check whose record went stale passed and fails nothing: it is
+    said apart as warned, never counted as failed.
     """
     tally: dict[str, dict[str, int]] = {name: {} for name in plans}
     skip_reasons: dict[str, list[str]] = {name: [] for name in plans}
@@ -173,13 +175,20 @@ def coverage_rows(plans: Mapping[str, CapabilityPlan],
             tally[name][outcome] = tally[name].get(outcome, 0) + 1
             if outcome == "skipped" and reason:
                 skip_reasons[name].append(reason)
-    return [_row(plan, tally[name], skip_reasons[name], name in allow_untested) for name, plan in plans.items()]
+    return [_row(plan, tally[name], skip_reasons[name], name in allow_untested, stale_warned)
+            for name, plan in plans.items()]
 
 
-def _row(plan: CapabilityPlan, counts: Mapping[str, int], skip_reasons: list[str], allowed: bool) -> CapabilityRow:
+def _row(plan: CapabilityPlan, counts: Mapping[str, int], skip_reasons: list[str], allowed: bool,
+         stale_warned: bool = False) -> CapabilityRow:
     name = plan.name
     passed, known = counts.get("passed", 0), counts.get("known_defect", 0)
-    failed = counts.get("failed", 0) + counts.get("stale_record", 0)
+    # A stale record fails the gate, so it counts as failed; with --stale-records=warn it does not: its
+    # check passed (the defect is fixed), and the row says it apart, as the gate table does.
+    stale = counts.get("stale_record", 0)
+    warned = stale if stale_warned else 0
+    failed = counts.get("failed", 0) + stale - warned
+    passed += warned
     ran = passed + known + failed
     skipped = counts.get("skipped", 0)
     first_skip = skip_reasons[0] if skip_reasons else "no reason given"
@@ -213,8 +222,12 @@ def _row(plan: CapabilityPlan, counts: Mapping[str, int], skip_reasons: list[str
         result = f"passed ({known} known defect(s))"
     else:
         result = "passed"
+    if warned and not failure:
+        plural = "s" if warned != 1 else ""
+        result += f"; {warned} stale record{plural} warned (the check{plural} passed: --stale-records=warn)"
     return CapabilityRow(name, plan.declared, plan.discovered, plan.evidence, plan.required, ran, skipped, failed,
-                         result, failure, passed=passed, known=known, tested=passed > 0, allowed_untested=allowed)
+                         result, failure, passed=passed, known=known, tested=passed > 0, allowed_untested=allowed,
+                         stale=stale)
 
 
 def _meant(plan: CapabilityPlan) -> str:

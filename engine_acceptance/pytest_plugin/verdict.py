@@ -120,7 +120,7 @@ class GateCollector:
 
     def capability_rows(self) -> list[CapabilityRow]:
         rows = coverage_rows(self.plans, ((i.covers, i.outcome, i.reason) for i in self.outcomes.values()),
-                             self.allow_untested)
+                             self.allow_untested, stale_warned=not self.stale_records_fail)
         return _with_shortfalls(rows, self.shortfalls_seen())
 
     def shortfalls_seen(self) -> list[tuple[Shortfall, list[CheckOutcome]]]:

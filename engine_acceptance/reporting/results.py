@@ -53,6 +53,8 @@ class CapabilityRow:
     tested: bool = False
     # Allowed to end the run with every selected check skipped (--allow-untested).
     allowed_untested: bool = False
+    # Checks whose record went stale: counted in failed, or in passed when stale records are only warned about.
+    stale: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
