@@ -2,7 +2,8 @@
 
 A pass at a smaller size than the deployment declares is still a pass, but it is not
 the pass its name promises: recall at 7,000 tokens on a model declaring 32,768, the
-"million-token" check at 7,000, throughput at two rounds instead of three. Each such
+"million-token" check at 7,000 (or at the 131,072 tokens a model declares, when that is
+all it has), throughput at two rounds instead of three. Each such
 :class:`Shortfall` is computed once, in the controller, from the options and the
 model profile (so it is known even when the checks are skipped), and shown in the
 capability row, in ``gate.json`` under ``shortfalls``, in the terminal gate table and
@@ -21,7 +22,7 @@ from typing import Any
 
 from engine_acceptance.load.media.cells import MediaCell, select_media_cells
 from engine_acceptance.load.closed_loop.settings import DEFAULT_ROUNDS, DEFAULT_SHAPES, full_matrix, select_cells
-from engine_acceptance.recall.haystack import ANSWER_ROOM_TOKENS, TEMPLATE_ROOM_TOKENS, recall_budget
+from engine_acceptance.recall.haystack import ANSWER_ROOM_TOKENS, TEMPLATE_ROOM_TOKENS, RecallBudget, recall_budget
 
 __all__ = ["DEFAULT_MEDIA_SHAPES", "MILLION_TOKENS", "SIZE_PROPERTY", "Shortfall", "million_note", "media_shortfalls",
            "recall_shortfalls", "throughput_shortfalls", "tool_accuracy_shortfalls"]
@@ -71,11 +72,23 @@ class Shortfall:
         return {**dataclasses.asdict(self), "reason": self.reason()}
 
 
-def million_note(prompt_tokens: int) -> str | None:
-    """``ran at 7,000 tokens, not 1,048,576`` when a million-token prompt of this size fills less than 1M."""
-    if prompt_tokens + _ROOM >= MILLION_TOKENS:
+def million_note(budget: RecallBudget) -> str | None:
+    """How a million-token check of this prompt size reads when it fills less than 1M, else None.
+
+    ``ran at 7,000 tokens, not 1,048,576``; or, when the model's own context is smaller than a
+    million (the profile's, else the engine's), against that: ``ran at 7,000 of the 131,072
+    tokens the model declares``.
+    """
+    if budget.tokens + _ROOM >= MILLION_TOKENS:
         return None
-    return f"ran at {prompt_tokens:,} tokens, not {MILLION_TOKENS:,}"
+    return f"ran {_million_at(budget)}"
+
+
+def _million_at(budget: RecallBudget) -> str:
+    """The size of a million-token check against the context it could have had."""
+    if budget.context is not None and budget.context < MILLION_TOKENS:
+        return f"at {budget.tokens:,} of the {budget.context:,} tokens {budget.context_by}"
+    return f"at {budget.tokens:,} tokens, not {MILLION_TOKENS:,}"
 
 
 def recall_shortfalls(*, requested: int | None, profile_context: int | None, max_model_len: int | None,
@@ -84,7 +97,8 @@ def recall_shortfalls(*, requested: int | None, profile_context: int | None, max
 
     Recall falls short when its prompt is smaller than the one the declared context takes
     (the profile's, else the engine's advertised ``max_model_len``); the million-token
-    checks whenever their prompt fills less than :data:`MILLION_TOKENS` of context.
+    checks whenever their prompt fills less than :data:`MILLION_TOKENS` of context, said
+    against the model's own context when that is smaller than a million.
     """
     try:
         budget = recall_budget(requested=requested, profile_context=profile_context, max_model_len=max_model_len,
@@ -92,7 +106,7 @@ def recall_shortfalls(*, requested: int | None, profile_context: int | None, max
     except ValueError:
         return []  # nothing runs: the usage error or the recall checks' skip says why
     option = None if requested is None else f"--recall-tokens={requested}"
-    context = profile_context if profile_context is not None else max_model_len
+    context = budget.context
     stated = "declared" if profile_context is not None else "advertised"
     source = f"model profile {profile_name!r} declares" if profile_context is not None else "the engine advertises"
     declared_by = (f"declared by model profile {profile_name!r}" if profile_context is not None
@@ -107,7 +121,7 @@ def recall_shortfalls(*, requested: int | None, profile_context: int | None, max
             at = f"at {ran:,} of {context:,} {stated} tokens"
             found.append(Shortfall("long_context", "recall", "test_recall.py", "prompt tokens", context, ran, option,
                                    why, at, f"recall {at}"))
-    if million_note(budget.tokens) is not None:
+    if million_note(budget) is not None:
         if option:
             why = f"a {budget.tokens:,}-token prompt"
         elif budget.shortfall:
@@ -116,9 +130,12 @@ def recall_shortfalls(*, requested: int | None, profile_context: int | None, max
             why = f"{source} {context:,} tokens of context, less than a million"
         else:
             why = budget.explanation
-        at = f"at {budget.tokens:,} tokens, not {MILLION_TOKENS:,}"
-        found.append(Shortfall("long_context", "recall_1m", "test_recall.py", "prompt tokens", MILLION_TOKENS,
-                               budget.tokens, option, why, at, f"million-token recall ran {at}"))
+        at = _million_at(budget)
+        # What the check is named for: a million, or the model's own context when that is all it has.
+        declared = context if context is not None and context < MILLION_TOKENS else MILLION_TOKENS
+        summary = f"million-token recall {at}" if declared < MILLION_TOKENS else f"million-token recall ran {at}"
+        found.append(Shortfall("long_context", "recall_1m", "test_recall.py", "prompt tokens", declared,
+                               budget.tokens, option, why, at, summary))
     return found
 
 

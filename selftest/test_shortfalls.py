@@ -14,6 +14,7 @@ from engine_acceptance.profiles.profile import load_model_profile
 from engine_acceptance.pytest_plugin.allure_report import shortfall_facts
 from engine_acceptance.pytest_plugin import gate_json, gate_table
 from engine_acceptance.pytest_plugin.verdict import COVERS_PROPERTY, GateCollector
+from engine_acceptance.recall.haystack import recall_budget
 from engine_acceptance.shortfalls import (
     MILLION_TOKENS,
     media_shortfalls,
@@ -40,9 +41,10 @@ def test_ci_recall_at_7000_of_32768_declared_is_two_shortfalls_naming_the_option
     assert recall.summary == "recall at 7,000 of 32,768 declared tokens"
     assert recall.why == ("less than the 31,000-token prompt of the 32,768-token context declared by model "
                           "profile 'gemma'")
-    assert (million.capability, million.declared, million.ran) == ("long_context", MILLION_TOKENS, 7000)
-    assert million.summary == "million-token recall ran at 7,000 tokens, not 1,048,576"
-    assert million.check_result("passed") == "passed at 7,000 tokens, not 1,048,576"
+    # The million-token check is measured against the 32,768 tokens the model has, not a million it never had.
+    assert (million.capability, million.declared, million.ran) == ("long_context", 32_768, 7000)
+    assert million.summary == "million-token recall at 7,000 of the 32,768 tokens the model declares"
+    assert million.check_result("passed") == "passed at 7,000 of the 32,768 tokens the model declares"
     assert million.reason() == "--recall-tokens=7000: a 7,000-token prompt"
 
 
@@ -52,12 +54,35 @@ def test_recall_at_the_declared_size_is_no_shortfall_but_a_million_check_on_32k_
     assert found["recall_1m"].option is None
     assert found["recall_1m"].why == "model profile 'gemma' declares 32,768 tokens of context, less than a million"
     assert found["recall_1m"].ran == 32_768 - ROOM
+    assert found["recall_1m"].summary == "million-token recall at 31,680 of the 32,768 tokens the model declares"
 
 
 def test_a_million_token_context_has_no_shortfall() -> None:
     assert _recall(profile_context=MILLION_TOKENS, max_model_len=MILLION_TOKENS) == {}
-    assert million_note(MILLION_TOKENS - ROOM) is None
-    assert million_note(7000) == "ran at 7,000 tokens, not 1,048,576"
+    budget = recall_budget(requested=None, profile_context=MILLION_TOKENS, max_model_len=MILLION_TOKENS)
+    assert million_note(budget) is None
+
+
+def test_the_million_check_below_a_million_names_the_context_the_model_has_or_a_million() -> None:
+    declared = recall_budget(requested=7000, profile_context=131_072, max_model_len=None)
+    assert million_note(declared) == "ran at 7,000 of the 131,072 tokens the model declares"
+    # No context declared: the engine's advertised one is the measure, and it says so.
+    advertised = recall_budget(requested=7000, profile_context=None, max_model_len=131_072)
+    assert million_note(advertised) == "ran at 7,000 of the 131,072 tokens the engine advertises (max_model_len)"
+    # A million or more, or nothing known: the check is measured against the million it is named for.
+    assert million_note(recall_budget(requested=7000, profile_context=MILLION_TOKENS, max_model_len=None)) == \
+        "ran at 7,000 tokens, not 1,048,576"
+    assert million_note(recall_budget(requested=7000, profile_context=None, max_model_len=None)) == \
+        "ran at 7,000 tokens, not 1,048,576"
+    # A profile declaring 131,072 on an engine advertising it: the shortfall is declared against 131,072.
+    [million] = [s for s in recall_shortfalls(requested=7000, profile_context=131_072, max_model_len=131_072,
+                                              profile_name="long", field_tokens=FIELD) if s.check == "recall_1m"]
+    assert (million.declared, million.ran) == (131_072, 7000)
+    assert million.summary == "million-token recall at 7,000 of the 131,072 tokens the model declares"
+    # A profile declaring a million on an engine advertising 131,072: still a million, with the engine's shortfall.
+    [short] = [s for s in recall_shortfalls(requested=None, profile_context=MILLION_TOKENS, max_model_len=131_072,
+                                            profile_name="m3", field_tokens=FIELD) if s.check == "recall_1m"]
+    assert short.declared == MILLION_TOKENS and short.summary.endswith("tokens, not 1,048,576")
 
 
 def test_recall_tokens_above_the_field_size_leave_recall_whole_and_the_million_check_short() -> None:
@@ -151,24 +176,25 @@ def test_the_verdict_shows_a_shortfall_in_the_row_gate_json_and_the_table_and_st
     assert gate.passed, gate.gate_failures()
     row = next(row for row in gate.capability_rows() if row.name == "long_context")
     assert row.result == ("passed; recall at 7,000 of 32,768 declared tokens; "
-                          "million-token recall ran at 7,000 tokens, not 1,048,576")
+                          "million-token recall at 7,000 of the 32,768 tokens the model declares")
     entries = gate_json.document(gate)["shortfalls"]
     assert [(e["capability"], e["check"], e["declared"], e["ran"], e["option"]) for e in entries] == [
         ("long_context", "recall", 32_768, 7000, "--recall-tokens=7000"),
-        ("long_context", "recall_1m", MILLION_TOKENS, 7000, "--recall-tokens=7000"),
+        ("long_context", "recall_1m", 32_768, 7000, "--recall-tokens=7000"),
     ]
     assert entries[1]["checks"] == [{
         "id": "tests/test_recall.py::test_million_token_prompt_returns_the_three_codes_exactly_as_json",
-        "outcome": "passed", "result": "passed at 7,000 tokens, not 1,048,576"}]
+        "outcome": "passed", "result": "passed at 7,000 of the 32,768 tokens the model declares"}]
     lines = gate_table.lines(gate)
-    assert ("  SHORTFALL (long_context): million-token recall ran at 7,000 tokens, not 1,048,576 "
-            "[--recall-tokens=7000: a 7,000-token prompt]; checks: 1 passed at 7,000 tokens, not 1,048,576") in lines
+    assert ("  SHORTFALL (long_context): million-token recall at 7,000 of the 32,768 tokens the model declares "
+            "[--recall-tokens=7000: a 7,000-token prompt]; checks: 1 passed at 7,000 of the 32,768 tokens the "
+            "model declares") in lines
     assert lines[-1] == "GATE: PASS"
     assert shortfall_facts(entries) == {
         "shortfall.1.recall": "recall at 7,000 of 32,768 declared tokens (--recall-tokens=7000: less than the "
                               "31,000-token prompt of the 32,768-token context declared by model profile 'gemma')",
-        "shortfall.2.recall_1m": "million-token recall ran at 7,000 tokens, not 1,048,576 (--recall-tokens=7000: "
-                                 "a 7,000-token prompt)",
+        "shortfall.2.recall_1m": "million-token recall at 7,000 of the 32,768 tokens the model declares "
+                                 "(--recall-tokens=7000: a 7,000-token prompt)",
     }
 
 
@@ -198,4 +224,6 @@ def test_a_check_failing_at_a_smaller_size_says_the_size_and_fails_the_gate() ->
     _report(gate, "tests/test_recall.py::test_million_token_prompt_tokens_match_the_engines_count", "recall_1m",
             "failed")
     assert not gate.passed
-    assert gate_json.document(gate)["shortfalls"][0]["checks"][0]["result"] == "failed at 7,000 tokens, not 1,048,576"
+    assert gate_json.document(gate)["shortfalls"][0]["checks"][0]["result"] == \
+        "failed at 7,000 of the 32,768 tokens the model declares"
+
