@@ -3,7 +3,8 @@
 A pass at a smaller size than the deployment declares is still a pass, but it is not
 the pass its name promises: recall at 7,000 tokens on a model declaring 32,768, the
 "million-token" check at 7,000 (or at the 131,072 tokens a model declares, when that is
-all it has), throughput at two rounds instead of three. Each such
+all it has), throughput at two rounds instead of three, a thinking check judged on one
+sample instead of five (``--trials``). Each such
 :class:`Shortfall` is computed once, in the controller, from the options and the
 model profile (so it is known even when the checks are skipped), and shown in the
 capability row, in ``gate.json`` under ``shortfalls``, in the terminal gate table and
@@ -16,16 +17,19 @@ This module imports no pytest.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from engine_acceptance.load.media.cells import MediaCell, select_media_cells
 from engine_acceptance.load.closed_loop.settings import DEFAULT_ROUNDS, DEFAULT_SHAPES, full_matrix, select_cells
+from engine_acceptance.proportions import Proportion
 from engine_acceptance.recall.haystack import ANSWER_ROOM_TOKENS, TEMPLATE_ROOM_TOKENS, RecallBudget, recall_budget
+from engine_acceptance.trials import DEFAULT_SAMPLES
 
-__all__ = ["DEFAULT_MEDIA_SHAPES", "MILLION_TOKENS", "SIZE_PROPERTY", "Shortfall", "million_note", "media_shortfalls",
-           "recall_shortfalls", "throughput_shortfalls", "tool_accuracy_shortfalls"]
+__all__ = ["DEFAULT_MEDIA_SHAPES", "MILLION_TOKENS", "SIZE_PROPERTY", "TRIAL_KIND_PROPERTY", "Shortfall",
+           "million_note", "media_shortfalls", "recall_shortfalls", "throughput_shortfalls", "tool_accuracy_shortfalls",
+           "trials_shortfalls"]
 
 # The context the million-token checks are named for (MiniMax-M3's, seed 000).
 MILLION_TOKENS = 1_048_576
@@ -35,16 +39,21 @@ _ROOM = ANSWER_ROOM_TOKENS + TEMPLATE_ROOM_TOKENS
 # The user property a check records when it ran smaller than its name says ("ran at 7,000 tokens,
 # not 1,048,576"): the terminal's status word and gate.json's figures carry it.
 SIZE_PROPERTY = "size_shortfall"
+# The user property (set at collection) naming the kind of trial a check samples (``thinking``): a
+# ``--trials`` shortfall concerns the checks of its kind, wherever they are.
+TRIAL_KIND_PROPERTY = "engine_acceptance.trial_kind"
 
 
 @dataclass(frozen=True)
 class Shortfall:
     """One measurement run smaller than declared or asked."""
 
-    capability: str  # model-profile vocabulary (long_context), else the check group (throughput)
-    check: str  # the marker of the checks it concerns: recall, recall_1m, throughput
-    module: str  # the test module of those checks (throughput has two: fixed-length and media)
-    measure: str  # what is smaller: prompt tokens, rounds per cell, cells, requests per round of a cell
+    # Model-profile vocabulary (long_context), else the check group (throughput); "trials" for a --trials cut,
+    # whose row notes go to the capabilities its checks cover.
+    capability: str
+    check: str  # the marker of the checks it concerns (recall, recall_1m, throughput), or the kind of trial
+    module: str  # the test module of those checks (throughput has two: fixed-length and media); "" for trials
+    measure: str  # what is smaller: prompt tokens, rounds per cell, cells, requests per round, samples per check
     declared: int  # what the model profile declares or the default asks
     ran: int  # what this run measured
     option: str | None  # the option that asked for less; None when the engine's own limit or the profile did
@@ -53,9 +62,17 @@ class Shortfall:
     summary: str  # the phrase for the capability row and the terminal: "recall at 7,000 of 32,768 declared tokens"
     # The parameter id of the one check a cell's shortfall concerns (the media input, the workload); "" for all.
     param: str = ""
+    # The kind of trial (engine_acceptance.trials) whose checks a --trials cut concerns; "" for a measurement.
+    trial_kind: str = ""
 
-    def concerns(self, nodeid: str, marker: str) -> bool:
-        """Whether a check (its node id and capability marker) ran under this shortfall."""
+    def concerns(self, nodeid: str, marker: str, *, trial_kind: str = "", outcome: str = "") -> bool:
+        """Whether a check (its node id, capability marker, kind of trial and outcome) ran under this shortfall.
+
+        A measurement's shortfall is known before its checks run, so it concerns them even when they
+        skip; a trials cut concerns only the checks of its kind that ran: a skipped one sent no sample.
+        """
+        if self.trial_kind:
+            return trial_kind == self.trial_kind and outcome != "skipped"
         path, _, name = nodeid.partition("::")
         return (marker == self.check and path.endswith(self.module)
                 and (not self.param or name.endswith(f"[{self.param}]")))
@@ -137,6 +154,34 @@ def recall_shortfalls(*, requested: int | None, profile_context: int | None, max
         found.append(Shortfall("long_context", "recall_1m", "test_recall.py", "prompt tokens", declared,
                                budget.tokens, option, why, at, summary))
     return found
+
+
+def trials_shortfalls(*, requested: int | None, profile_trials: Mapping[str, int],
+                      profile_name: str) -> list[Shortfall]:
+    """Each kind of trial judged on fewer samples (``--trials=K``) than the model profile or the default asks.
+
+    What the cut costs is said as the 95% Wilson lower bound a check's all-pass proves: 1/1 bounds
+    the pass rate at 20.7%, 5/5 at 56.6%, so an engine fault hitting one request in five passes.
+    """
+    if requested is None:
+        return []
+    found = []
+    for kind, default in DEFAULT_SAMPLES.items():
+        asked = profile_trials.get(kind, default)
+        if requested >= asked:
+            continue
+        source = (f"model profile {profile_name!r} asks (trials: {kind}: {asked})" if kind in profile_trials
+                  else "the default asks")
+        why = (f"each {kind} check sends {requested} sample(s), not the {asked} {source}: all passing bounds its "
+               f"pass rate at {_all_pass_bound(requested)} (95% Wilson lower bound), not {_all_pass_bound(asked)}")
+        at = f"at {requested} of {asked} samples"
+        found.append(Shortfall("trials", kind, "", "samples per check", asked, requested, f"--trials={requested}",
+                               why, at, f"{kind} trials {at} per check", trial_kind=kind))
+    return found
+
+
+def _all_pass_bound(samples: int) -> str:
+    return f"{100 * Proportion(samples, samples).lower:.1f}%"
 
 
 def throughput_shortfalls(*, shapes: str, rounds: int, cells: Iterable[Any],

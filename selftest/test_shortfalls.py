@@ -1,8 +1,9 @@
 """Measurements run smaller than declared are said: computed from the options and the profile, shown in the verdict.
 
 CI runs recall at 7,000 of the 32,768 tokens gemma-3-270m declares, the "million-token"
-checks at 7,000 too, and throughput at two rounds and one media cell; before, the verdict
-said none of it. These tests pin what each shortfall says and where the verdict shows it.
+checks at 7,000 too, throughput at two rounds and one media cell, and one sample per
+model-behaviour check (``--trials=1``); before, the verdict said none of it. These tests pin
+what each shortfall says and where the verdict shows it.
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ from engine_acceptance.pytest_plugin.verdict import COVERS_PROPERTY, GateCollect
 from engine_acceptance.recall.haystack import recall_budget
 from engine_acceptance.shortfalls import (
     MILLION_TOKENS,
+    TRIAL_KIND_PROPERTY,
     media_shortfalls,
     million_note,
     recall_shortfalls,
     throughput_shortfalls,
+    trials_shortfalls,
 )
 
 FIELD = 31_000  # fixtures/prompts/recall.yaml: seed 001's 32K variant
@@ -227,3 +230,58 @@ def test_a_check_failing_at_a_smaller_size_says_the_size_and_fails_the_gate() ->
     assert gate_json.document(gate)["shortfalls"][0]["checks"][0]["result"] == \
         "failed at 7,000 of the 32,768 tokens the model declares"
 
+
+def test_trials_below_the_default_or_the_profile_are_a_shortfall_per_kind_saying_what_the_cut_costs() -> None:
+    assert trials_shortfalls(requested=None, profile_trials={}, profile_name="reference") == []
+    # CI's --trials=1: every kind asking more than one sample; recall asks one (each sample is the long prompt).
+    found = {s.check: s for s in trials_shortfalls(requested=1, profile_trials={"tools": 2}, profile_name="gemma")}
+    assert set(found) == {"answers", "thinking", "tools", "image"}
+    thinking = found["thinking"]
+    assert (thinking.capability, thinking.measure, thinking.declared, thinking.ran, thinking.option) == (
+        "trials", "samples per check", 5, 1, "--trials=1")
+    assert thinking.summary == "thinking trials at 1 of 5 samples per check"
+    assert thinking.reason() == ("--trials=1: each thinking check sends 1 sample(s), not the 5 the default asks: all "
+                                 "passing bounds its pass rate at 20.7% (95% Wilson lower bound), not 56.6%")
+    assert thinking.check_result("passed") == "passed at 1 of 5 samples"
+    # The profile's own count is the measure where it names one, and the cut says whose it is.
+    assert found["tools"].declared == 2 and "model profile 'gemma' asks (trials: tools: 2)" in found["tools"].why
+    # As many as asked, or more: no shortfall.
+    assert trials_shortfalls(requested=5, profile_trials={}, profile_name="reference") == []
+    assert [s.check for s in trials_shortfalls(requested=3, profile_trials={}, profile_name="r")] == ["thinking"]
+
+
+def _trial(gate: GateCollector, nodeid: str, marker: str, kind: str, covers: str, outcome: str = "passed") -> None:
+    when = "call" if outcome != "skipped" else "setup"
+    gate.add(nodeid, [marker], when, outcome, None, "('x', 1, 'Skipped: not served')" if outcome == "skipped" else "",
+             [(COVERS_PROPERTY, covers), (TRIAL_KIND_PROPERTY, kind)])
+
+
+def test_a_trials_cut_is_shown_on_the_checks_of_its_kind_and_the_rows_they_cover() -> None:
+    found = {s.check: s for s in trials_shortfalls(requested=1, profile_trials={}, profile_name="reference")}
+    gate = _gate(*found.values())
+    _trial(gate, "tests/test_image.py::test_chart_values[non-streamed]", "image", "image", "image")
+    _trial(gate, "tests/test_video.py::test_video_background_colors_are_listed_in_order[mp4]", "video", "image",
+           "video")
+    _trial(gate, "tests/test_thinking.py::test_disabled[non-streamed]", "thinking", "thinking", "thinking_modes",
+           "skipped")
+    # A check of the same module that samples once (a protocol check) is not under the cut.
+    gate.add("tests/test_image.py::test_corrupt", ["image"], "call", "passed", None, "", [(COVERS_PROPERTY, "image")])
+    gate.allow_untested = frozenset({"thinking_modes"})
+    assert gate.passed, gate.gate_failures()
+    entries = gate_json.document(gate)["shortfalls"]
+    # The thinking check skipped: it sent no sample, so its kind's cut is not listed.
+    assert [(e["capability"], e["check"], [c["id"].split("::")[0] for c in e["checks"]]) for e in entries] == [
+        ("trials", "image", ["tests/test_image.py", "tests/test_video.py"])]
+    assert entries[0]["checks"][0]["result"] == "passed at 1 of 3 samples"
+    rows = {row.name: row.result for row in gate.capability_rows()}
+    assert rows["image"] == "passed; image trials at 1 of 3 samples per check"
+    assert rows["video"] == "passed; image trials at 1 of 3 samples per check"
+    assert "trials" not in rows["thinking_modes"]
+    lines = gate_table.lines(gate)
+    assert ("  SHORTFALL (trials): image trials at 1 of 3 samples per check [--trials=1: each image check sends 1 "
+            "sample(s), not the 3 the default asks: all passing bounds its pass rate at 20.7% (95% Wilson lower "
+            "bound), not 43.9%]; checks: 2 passed at 1 of 3 samples") in lines
+    assert shortfall_facts(entries) == {
+        "shortfall.1.image": "image trials at 1 of 3 samples per check (--trials=1: each image check sends 1 "
+                             "sample(s), not the 3 the default asks: all passing bounds its pass rate at 20.7% (95% "
+                             "Wilson lower bound), not 43.9%)"}

@@ -23,13 +23,15 @@ OUTCOME_KINDS = ("passed", "failed", "known_defect", "stale_record", "skipped")
 
 @dataclass
 class CheckOutcome:
-    """One check's verdict: its id, its group, one of :data:`OUTCOME_KINDS`, why, what it covers."""
+    """One check's verdict: its id, its group, one of :data:`OUTCOME_KINDS`, why, what it covers, its trials."""
 
     nodeid: str
     capability: str
     outcome: str
     reason: str = ""
     covers: frozenset[str] = frozenset()
+    # The kind of trial it samples (engine_acceptance.trials: thinking, image, ...), "" for a single-request check.
+    trial_kind: str = ""
 
 
 @dataclass(frozen=True)
