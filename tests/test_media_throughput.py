@@ -55,10 +55,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def _content_type(kind: str, engine_profile) -> str:
     if kind == "image":
         return "image_url"
-    content_type = engine_profile.features.get("video_content_type")
+    content_type = engine_profile.video_content_type
     if not content_type:
-        pytest.skip(f"engine profile {engine_profile.name!r} ({engine_profile.source}) does not say how video is sent "
-                    "(features.video_content_type is not set)")
+        pytest.skip(engine_profile.no_video_reason())
     return content_type
 
 

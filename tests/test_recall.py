@@ -94,7 +94,7 @@ def _cut_note(reply: Reply) -> str:
 
 def _say_million_size(budget: RecallBudget, request: pytest.FixtureRequest) -> None:
     """Below a million tokens the check is not the million-token check: its title and status say the size."""
-    note = million_note(budget.tokens)
+    note = million_note(budget)
     if note is not None:
         allure.dynamic.title(f"{request.node.name}: {note}")
         request.node.user_properties.append((SIZE_PROPERTY, note))

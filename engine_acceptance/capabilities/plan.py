@@ -129,6 +129,9 @@ def plan_capabilities(profile: ModelProfile, discovery: Discovery | None,
             reason = f"not served by the engine: {evidence}"
         elif is_required:
             tested, reason = True, "required with --expect or the profile's expect"
+        elif state == "not_probed" and probe is not None:
+            # The probe said why it could not ask (no way to send a video): that is the row's reason.
+            tested, reason = False, f"not probed: {evidence}"
         else:
             tested = False
             reason = (f"model profile {profile.name!r} does not declare {name!r} and no probe found it: "
@@ -182,7 +185,7 @@ def effective_profile(profile: ModelProfile, plans: Mapping[str, CapabilityPlan]
 
 
 def coverage_rows(plans: Mapping[str, CapabilityPlan], outcomes: Iterable[CheckOutcome],
-                  allow_untested: frozenset[str] = frozenset()) -> list[CapabilityRow]:
+                  allow_untested: frozenset[str] = frozenset(), *, stale_warned: bool = False) -> list[CapabilityRow]:
     """Judge each capability from the checks' outcomes (each with what it covers and is core for).
 
     A capability counts as tested only when one of its *core* checks (the registry's: one that
@@ -193,9 +196,11 @@ def coverage_rows(plans: Mapping[str, CapabilityPlan], outcomes: Iterable[CheckO
     gate unless `allow_untested` names it; one whose checks `-m` did not select is "not selected
     in this run" (a failure only when required). A capability discovery found broken fails the
     gate unless a check shows the breakage (a failure, or a record that describes it): also when
-    its checks were not selected, all skipped, or all passed.
+    its checks were not selected, all skipped, or all passed. With ``stale_warned``
+    (``--stale-records=warn``) a check whose record went stale passed and fails nothing: it is
+    said apart as warned, never counted as failed.
     """
-    tallies = {name: _Tally() for name in plans}
+    tallies = {name: _Tally(stale_warned=stale_warned) for name in plans}
     for outcome in outcomes:
         for name in outcome.covers & plans.keys():
             tallies[name].add(outcome, core=name in outcome.core)
@@ -210,9 +215,18 @@ class _Tally:
     core: dict[str, int] = dataclasses.field(default_factory=dict)
     skip_reason: str = ""
     core_skip_reason: str = ""
+    stale: int = 0
+    # --stale-records=warn: a stale record's check passed (the defect is fixed) and fails nothing.
+    stale_warned: bool = False
+    warned: int = 0
 
     def add(self, outcome: CheckOutcome, *, core: bool) -> None:
-        kind = "failed" if outcome.outcome == "stale_record" else outcome.outcome
+        kind = outcome.outcome
+        if kind == "stale_record":
+            # A stale record fails the gate, so it counts as failed; warned, its check passed, said apart.
+            kind = "passed" if self.stale_warned else "failed"
+            self.warned += self.stale_warned
+            self.stale += 1
         self.every[kind] = self.every.get(kind, 0) + 1
         if core:
             self.core[kind] = self.core.get(kind, 0) + 1
@@ -284,9 +298,12 @@ def _row(plan: CapabilityPlan, tally: _Tally, allowed: bool) -> CapabilityRow:
                   f"({core_skip}){others}")
     else:
         result = f"not tested: its core checks were not selected in this run{others}"
+    if tally.warned and not failure:
+        plural = "s" if tally.warned != 1 else ""
+        result += f"; {tally.warned} stale record{plural} warned (the check{plural} passed: --stale-records=warn)"
     return CapabilityRow(name, plan.declared, plan.discovered, plan.evidence, plan.required, ran, skipped, failed,
                          result, failure, passed=passed, known=known, tested=core_passed > 0,
-                         allowed_untested=allowed)
+                         allowed_untested=allowed, stale=tally.stale)
 
 
 def _unshown_breakage(plan: CapabilityPlan, ran: int, skipped: int, first_skip: str) -> tuple[str, str]:

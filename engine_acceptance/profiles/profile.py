@@ -74,6 +74,16 @@ class EngineProfile:
         return self.features.get("tokenize_endpoint")
 
     @property
+    def video_content_type(self) -> str | None:
+        """The content-part type a video is sent as (``video_url``); None when the profile names none."""
+        return self.features.get("video_content_type") or None
+
+    def no_video_reason(self) -> str:
+        """Why no video can be sent to this engine, and how to test video all the same."""
+        return (f"engine profile {self.name!r} names no video content type: set features.video_content_type "
+                "(e.g. video_url) in an engine profile of your own (--profiles-dir) to probe and test video")
+
+    @property
     def readiness_path(self) -> str:
         """The route that answers 200 once the engine serves (``/health`` unless the profile says otherwise)."""
         return self.features.get("readiness_path") or "/health"

@@ -29,7 +29,7 @@ from engine_acceptance.capabilities.plan import stated_not_served
 from engine_acceptance.pytest_plugin.options import AcceptanceOptions
 from engine_acceptance.session import AcceptanceSession, ReferenceTarget
 from engine_acceptance.shortfalls import (Shortfall, media_shortfalls, recall_shortfalls, throughput_shortfalls,
-                                          tool_accuracy_shortfalls)
+                                          tool_accuracy_shortfalls, trials_shortfalls)
 from engine_acceptance.capabilities.discovery import Discovery, discover
 from engine_acceptance.wire.types import ClientTimeouts, EngineTarget
 from engine_acceptance.wire.readiness import EngineInfo, detect_engine, wait_until_ready
@@ -192,4 +192,5 @@ def shortfalls_of(options: AcceptanceOptions, session: AcceptanceSession) -> lis
         from engine_acceptance.tool_accuracy.dataset import case_count
 
         found += tool_accuracy_shortfalls(requested=options.tool_accuracy_cases, set_size=case_count())
+    found += trials_shortfalls(requested=options.trials, profile_trials=profile.trials, profile_name=profile.name)
     return found

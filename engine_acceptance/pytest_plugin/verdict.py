@@ -29,7 +29,7 @@ from engine_acceptance.capabilities.registry import GROUP_MARKERS, is_core_check
 from engine_acceptance.profiles.expectations import check_id
 from engine_acceptance.provenance import BASELINE_PROPERTY
 from engine_acceptance.reporting.results import OUTCOME_KINDS, CapabilityRow, CheckOutcome
-from engine_acceptance.shortfalls import Shortfall
+from engine_acceptance.shortfalls import TRIAL_KIND_PROPERTY, Shortfall
 from engine_acceptance.run_bundle import CELLS_PROPERTY, RATE_PROPERTY
 
 __all__ = ["COVERS_PROPERTY", "RECORDS_PROPERTY", "UNRECORDED_XFAIL", "GateCollector"]
@@ -78,6 +78,7 @@ class GateCollector:
             self._keep_for_bundle(nodeid, given)
         covers = frozenset(filter(None, str(properties.pop(COVERS_PROPERTY, "")).split(",")))
         recorded = bool(properties.pop(RECORDS_PROPERTY, ""))
+        trial_kind = str(properties.pop(TRIAL_KIND_PROPERTY, ""))  # set at collection, like covers
         baseline = _figure(properties.pop(BASELINE_PROPERTY, None))
         if isinstance(baseline, dict):
             self.baselines[(str(baseline.get("kind")), str(baseline.get("path")))] = baseline
@@ -103,6 +104,7 @@ class GateCollector:
         else:
             return
         result.covers = covers
+        result.trial_kind = trial_kind
         result.core = frozenset(name for name in covers if is_core_check(name, check_id(nodeid)))
         # A teardown error after a pass still fails the check; no later phase (a pass, a skip, a teardown
         # that failed as a record describes) hides a failure.
@@ -135,14 +137,16 @@ class GateCollector:
         return sum(1 for item in self.outcomes.values() if item.outcome != "skipped")
 
     def capability_rows(self) -> list[CapabilityRow]:
-        rows = coverage_rows(self.plans, self.outcomes.values(), self.allow_untested)
+        rows = coverage_rows(self.plans, self.outcomes.values(), self.allow_untested,
+                             stale_warned=not self.stale_records_fail)
         return _with_shortfalls(rows, self.shortfalls_seen())
 
     def shortfalls_seen(self) -> list[tuple[Shortfall, list[CheckOutcome]]]:
-        """The shortfalls whose checks this run collected (run or skipped), each with those checks."""
+        """The shortfalls whose checks this run collected (run or skipped; for a --trials cut, run), each with them."""
         seen = []
         for shortfall in self.shortfalls:
-            checks = [i for i in self.outcomes.values() if shortfall.concerns(i.nodeid, i.capability)]
+            checks = [i for i in self.outcomes.values()
+                      if shortfall.concerns(i.nodeid, i.capability, trial_kind=i.trial_kind, outcome=i.outcome)]
             if checks:
                 seen.append((shortfall, checks))
         return seen
@@ -174,10 +178,16 @@ class GateCollector:
 
 def _with_shortfalls(rows: list[CapabilityRow],
                      seen: list[tuple[Shortfall, list[CheckOutcome]]]) -> list[CapabilityRow]:
-    """Each row's result followed by the shortfalls of its capability: "passed; recall at 7,000 of 32,768 ..."."""
+    """Each row's result followed by the shortfalls of its capability: "passed; recall at 7,000 of 32,768 ...".
+
+    A --trials cut belongs to no one capability (kind ``image`` samples the image and the video
+    checks): its note goes to each capability its checks that ran cover.
+    """
     notes: dict[str, list[str]] = {}
-    for shortfall, _ in seen:
-        notes.setdefault(shortfall.capability, []).append(shortfall.summary)
+    for shortfall, checks in seen:
+        names = sorted(set().union(*(i.covers for i in checks))) if shortfall.trial_kind else [shortfall.capability]
+        for name in names:
+            notes.setdefault(name, []).append(shortfall.summary)
     return [dataclasses.replace(row, result="; ".join([row.result, *notes[row.name]])) if row.name in notes else row
             for row in rows]
 

@@ -130,11 +130,19 @@ def test_sglang_convention_reasoning_content_and_flat_error_bodies(engines: Engi
     assert f"HTTP 400: {UNPROFILED} is not a multimodal model" in discovery.probes["image"].evidence
 
 
-def test_generic_engine_profile_does_not_probe_video_and_still_finds_tokenize(engines: Engines) -> None:
+def test_generic_engine_profile_probes_video_as_video_url_and_still_finds_tokenize(engines: Engines) -> None:
+    # vLLM's and SGLang's video_url: an unknown server that is one of them takes it, and the probe can tell.
     discovery = run_discovery(engines, engine_profile="generic")
-    assert discovery.state("video") == "not_probed"
-    assert "features.video_content_type is not set" in discovery.probes["video"].evidence
+    assert discovery.state("video") == "served" and discovery.settings("video") == {"content_type": "video_url"}
     assert discovery.settings("tokenize") == {"endpoint": "/tokenize"}
+
+
+def test_an_engine_profile_naming_no_video_content_type_says_why_video_is_not_probed(engines: Engines) -> None:
+    discovery = run_discovery(engines, engine_profile="llamacpp")
+    assert discovery.probes["video"] == Probe(
+        "video", "not_probed", "engine profile 'llamacpp' names no video content type: set "
+        "features.video_content_type (e.g. video_url) in an engine profile of your own (--profiles-dir) to probe "
+        "and test video")
 
 
 def test_503_storm_makes_every_chat_capability_broken_not_skipped(engines: Engines) -> None:
@@ -347,6 +355,10 @@ def test_the_generic_profile_recognizes_the_known_engines_refusals_and_nothing_e
     assert not generic.recognizes("responses", 403, "Forbidden")
     # A 404 on a chat feature is no absent route: the chat route answered.
     assert not generic.recognizes("tools", 404, "Not Found")
+    # llama-server's answer to a part type it does not take (video_url) refuses video; an image it does take.
+    assert generic.recognizes("video", 400, "unsupported content[].type")
+    assert not generic.recognizes("image", 400, "unsupported content[].type")
+    assert not generic.recognizes("video", 400, "unsupported content[].type: video_url is odd")
 
 
 def _counted(prompt_tokens: int | None, content: str = "Red") -> Exchange:

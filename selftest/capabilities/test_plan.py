@@ -298,3 +298,25 @@ def test_the_gate_reads_core_checks_from_the_registry_by_check_id() -> None:
     assert "required capability 'tools' was not tested" in gate.gate_failures()[0]
     gate.add(core, ["tools"], "call", "passed", None, "", [(COVERS_PROPERTY, "tools")])
     assert gate.outcomes[core].core == {"tools"} and not gate.gate_failures()
+
+
+def test_a_capability_its_probe_could_not_ask_about_says_why_first() -> None:
+    # The engine profile names no way to send a video: the row leads with that, not with the model profile's silence.
+    why = "engine profile 'plain' names no video content type: set features.video_content_type ..."
+    plans = plan_capabilities(GENERIC, FakeDiscovery({"video": FakeProbe("not_probed", why)}), frozenset())
+    assert not plans["video"].tested and plans["video"].reason == f"not probed: {why}"
+    assert _rows(plans, [])["video"].result == f"not tested: not probed: {why}"
+    # Declared, it is tested all the same (and its checks say why they cannot send a video).
+    reference = plan_capabilities(load_model_profile("reference"),
+                                  FakeDiscovery({"video": FakeProbe("not_probed", why)}), frozenset())
+    assert reference["video"].tested
+
+
+def test_a_warned_stale_record_counts_as_the_pass_it_was_and_is_said_apart() -> None:
+    plans = plan_capabilities(load_model_profile("reference"), None, frozenset())
+    outcomes = [_check({"tools"}, "stale_record"), _check({"tools"}, "stale_record")]
+    [warned] = [row for row in coverage_rows(plans, outcomes, stale_warned=True) if row.name == "tools"]
+    assert (warned.failed, warned.passed, warned.stale, warned.tested, warned.coverage_failure) == (0, 2, 2, True, None)
+    assert warned.result == "passed; 2 stale records warned (the checks passed: --stale-records=warn)"
+    [strict] = [row for row in coverage_rows(plans, outcomes) if row.name == "tools"]
+    assert (strict.failed, strict.passed, strict.stale, strict.result) == (2, 0, 2, "2 failed")

@@ -136,6 +136,20 @@ def test_baseline_passes_an_unchanged_engine_and_fails_a_slower_one_naming_metri
     assert [(b["kind"], b["comparison"]) for b in gate["baselines"]] == [("throughput", "regression against itself")]
     same.stdout.fnmatch_lines([f"*baseline (throughput): regression against itself, {baseline}: vllm *"])
 
+    # The same engine and model recorded at another version: a regression across versions, naming both.
+    running = stored["provenance"]["engine_version"]
+    older = pytester.path / "older.json"
+    older.write_text(json.dumps({**stored, "provenance": {**stored["provenance"], "engine_version": "0.0.1"}}),
+                     encoding="utf-8")
+    upgraded, outcomes = run_suite(pytester, *shapes, "--engine-url", steady_engine.url,
+                                   "--throughput-baseline", str(older))
+    assert upgraded.ret == 0 and not failed(outcomes), upgraded.stdout.str()[-3000:]
+    across = f"the same engine and model at another version (0.0.1 → {running}): a regression across versions"
+    gate = json.loads((pytester.path / "gate.json").read_text(encoding="utf-8"))
+    assert [(b["kind"], b["comparison"]) for b in gate["baselines"]] == [("throughput", across)]
+    assert f"  baseline (throughput): {across}, {older}: vllm 0.0.1, model reference-model, " in upgraded.stdout.str()
+    assert "against another engine" not in upgraded.stdout.str()
+
     slower, outcomes = run_suite(pytester, *shapes, "--engine-url", slower_engine.url,
                                  "--throughput-baseline", str(baseline))
     assert failed(outcomes) == {f"{CHECK}[in128-out32]"}, slower.stdout.str()[-3000:]

@@ -8,8 +8,10 @@ from pathlib import Path
 import pytest
 from suite_runner import run_suite
 
-from engine_acceptance.pytest_plugin import gate_json
-from engine_acceptance.pytest_plugin.verdict import RECORDS_PROPERTY, UNRECORDED_XFAIL, GateCollector
+from engine_acceptance.capabilities.plan import plan_capabilities
+from engine_acceptance.profiles.profile import load_model_profile
+from engine_acceptance.pytest_plugin import gate_json, gate_table
+from engine_acceptance.pytest_plugin.verdict import COVERS_PROPERTY, RECORDS_PROPERTY, UNRECORDED_XFAIL, GateCollector
 
 # What collection adds to a check an expected-failure record describes: only its xfail is a known defect.
 RECORDED = [(RECORDS_PROPERTY, "records.yaml#0")]
@@ -97,6 +99,46 @@ def test_an_xfail_no_record_produced_is_a_failure_and_its_pass_is_no_stale_recor
     assert lenient.by_outcome("passed") and lenient.passed
 
 
+# Two of text's core checks (the registry's): only a core check's pass makes text tested.
+CORE_A = "tests/test_text.py::test_reply_has_content_and_a_valid_finish_reason[streamed]"
+CORE_B = "tests/test_text.py::test_usage_is_present_and_total_is_prompt_plus_completion[streamed]"
+
+
+def _stale_gate(*, fail: bool) -> GateCollector:
+    gate = GateCollector(stale_records_fail=fail,
+                         plans=plan_capabilities(load_model_profile("reference"), None, frozenset()))
+    covers = [(COVERS_PROPERTY, "text")]
+    gate.add(CORE_A, ["text"], "call", "passed", None, "", covers)
+    if fail:
+        gate.add(CORE_B, ["text"], "call", "failed", None, "[XPASS(strict)] known defect", covers + RECORDED)
+    else:
+        gate.add(CORE_B, ["text"], "call", "passed", "known defect", "", covers + RECORDED)
+    return gate
+
+
+def test_a_warned_stale_record_is_said_as_warned_not_as_a_failure_where_the_gate_passes() -> None:
+    warn = _stale_gate(fail=False)
+    assert warn.passed
+    [text] = [row for row in warn.capability_rows() if row.name == "text"]
+    assert (text.failed, text.passed, text.stale, text.tested) == (0, 2, 1, True)
+    assert text.result == "passed; 1 stale record warned (the check passed: --stale-records=warn)"
+    lines = gate_table.lines(warn)
+    assert lines[0].split() == ["capability", "passed", "failed", "known", "stale", "(warned)", "skipped"]
+    assert lines[2].split() == ["text", "1", "0", "0", "1", "0"]
+    assert ("  STALE RECORD, warned (the defect seems fixed; --stale-records=warn: the gate does not fail on it): "
+            f"{CORE_B}") in lines
+    verdict = gate_json.document(warn)
+    assert verdict["totals"]["failed"] == 0 and verdict["totals"]["stale_record"] == 1
+    assert verdict["stale_records_policy"] == "warn"
+    # Strict: the stale record fails the gate, and the row counts it with the failures.
+    strict = _stale_gate(fail=True)
+    assert not strict.passed
+    [text] = [row for row in strict.capability_rows() if row.name == "text"]
+    assert (text.failed, text.passed, text.stale, text.result) == (1, 1, 1, "1 failed, 1 passed")
+    assert f"  STALE RECORD (the defect seems fixed): {CORE_B}" in gate_table.lines(strict)
+    assert gate_table.lines(strict)[0].split()[4] == "stale"
+
+
 def test_interrupted_run_never_passes(tmp_path: Path) -> None:
     gate = GateCollector()
     gate.add("t::a", ["text"], "call", "passed", None, "")
@@ -131,6 +173,17 @@ def test_known_defect_keeps_the_gate_green_and_a_fixed_one_goes_stale(pytester: 
     assert result.ret == 0
     verdict = _gate(pytester)
     assert verdict["gate"] == "pass" and len(verdict["stale_records"]) == 2
+    # Said as warned, as the gate judged them, never as "2 failed" beside GATE: PASS.
+    assert verdict["totals"]["failed"] == 0 and verdict["totals"]["stale_record"] == 2
+    [text] = [row for row in verdict["capabilities"] if row["name"] == "text"]
+    assert text["failed"] == 0 and text["stale"] == 2, text
+    assert text["result"] == "passed; 2 stale records warned (the checks passed: --stale-records=warn)"
+    result.stdout.fnmatch_lines(["capability * passed * failed * known * stale (warned) * skipped",
+                                 "text * 0 * 0 * 2 * 0",
+                                 "*STALE RECORD, warned (the defect seems fixed; --stale-records=warn: the gate does "
+                                 "not fail on it): *test_usage_is_present*",
+                                 "text * passed; 2 stale records warned*", "GATE: PASS"])
+    assert "2 failed" not in result.stdout.str()
 
 
 @pytest.mark.e2e

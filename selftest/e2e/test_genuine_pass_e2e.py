@@ -5,8 +5,8 @@ Two ways the old verdict passed a deployment whose capability was never shown to
 - every executed check of a *required* capability failed as an expected-failure record
   describes (llama.cpp's server drops every image, and each image check is a record):
   the row read "passed (16 known defect(s))". Now it reads "known broken" and the gate fails.
-- every selected check of a *declared* capability was skipped (the engine profile does
-  not say how a video is sent): the row read "not tested: all 5 skipped" under a green
+- every selected check of a *declared* capability was skipped (the engine profile names
+  no way to send a video): the row read "not tested: all 5 skipped" under a green
   gate. Now that fails too, unless ``--allow-untested video`` says it is intended.
 """
 
@@ -16,7 +16,7 @@ import json
 from pathlib import Path
 
 import pytest
-from suite_runner import run_suite
+from suite_runner import ENGINE_WITHOUT_VIDEO, engine_without_video, run_suite
 
 e2e = pytest.mark.e2e
 
@@ -55,8 +55,9 @@ def test_a_required_capability_whose_checks_are_all_known_defects_fails_the_gate
 
 @e2e
 def test_a_declared_capability_whose_checks_all_skipped_fails_unless_allowed(pytester: pytest.Pytester) -> None:
-    # The generic engine profile names no video content type: each video check skips, saying so.
-    common = ("-m", "video or text", "-k", "video or arithmetic", "--engine", "generic",
+    # An engine profile naming no video content type: each video check skips, saying so.
+    common = ("-m", "video or text", "-k", "video or arithmetic", "--engine", ENGINE_WITHOUT_VIDEO,
+              "--profiles-dir", engine_without_video(pytester.path / "team"),
               f"--gate-json={pytester.path / 'gate.json'}")
     result, outcomes = run_suite(pytester, *common)
     verdict, rows = _rows(pytester)
@@ -64,7 +65,7 @@ def test_a_declared_capability_whose_checks_all_skipped_fails_unless_allowed(pyt
     assert result.ret != 0 and verdict["gate"] == "fail"
     assert rows["video"]["coverage_failure"].startswith(
         "capability 'video' is declared by the model profile but was not tested: all ")
-    assert "does not say how video" in rows["video"]["coverage_failure"]
+    assert f"engine profile '{ENGINE_WITHOUT_VIDEO}' names no video content type" in rows["video"]["coverage_failure"]
     assert "--allow-untested video" in rows["video"]["coverage_failure"]
 
     result, _ = run_suite(pytester, *common, "--allow-untested", "video")
