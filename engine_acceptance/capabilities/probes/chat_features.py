@@ -3,7 +3,9 @@
 The known thinking switches are data (:data:`THINKING_SWITCHES`); the one under which
 reasoning disappears when off and is present when on becomes the thinking modes the
 checks send. The plain reasoning question goes first; the switches, each off and on,
-right after it, all at once.
+right after it, all at once. Each switch form is judged like any capability's request: a
+4xx the engine profile lists is that switch refused, anything else that is not a usable
+reply is a fault (:func:`judge_reasoning`).
 """
 
 from __future__ import annotations
@@ -142,14 +144,14 @@ def switch_rules(rules: RefusalRules) -> RefusalRules:
 def answer_of(exchange: Exchange, fields: Mapping[str, Any], rules: RefusalRules) -> SwitchAnswer:
     """How one switch form was answered, judged by `rules` (:func:`switch_rules`)."""
     form = _fields_text(fields)
-    lost = engine_words(exchange)
-    if lost is None:
+    failed = engine_words(exchange)
+    if failed is None:
         # A 2xx: a usable reply, or broken (nothing in it, or not readable).
         state, evidence = classify_exchange(exchange, THINKING, rules)
         reply = exchange.reply
         return SwitchAnswer(state, form, evidence, reasoning=_reasoning_seen(exchange) if state == "served" else None,
                             reasoning_fields=tuple(reply.reasoning_fields) if reply is not None else ())
-    said, may_refuse = lost
+    said, may_refuse = failed
     recognized = may_refuse and exchange.status is not None and rules.recognizes(THINKING, exchange.status,
                                                                                   body_text(exchange))
     return SwitchAnswer("not_served" if recognized else "broken", form, cap(said, EVIDENCE_CHARS - 40), may_refuse)
