@@ -337,8 +337,11 @@ def _probe_only_row(plan: CapabilityPlan) -> CapabilityRow:
 
 def _meant(plan: CapabilityPlan) -> str:
     """Why the run meant to test the capability, for a gate failure."""
-    if plan.discovered in ("served", "broken"):
-        return f"{plan.discovered.replace('_', ' ')} by the deployment"
+    if plan.discovered == "broken":
+        # What the probe found, in the engine's words: the checks that would have shown it were skipped.
+        return f"broken by the deployment ({plan.evidence})"
+    if plan.discovered == "served":
+        return "served by the deployment"
     if plan.declared:
         return "declared by the model profile"
     if plan.required:

@@ -25,8 +25,7 @@ from typing import Any
 
 from engine_acceptance.capabilities.registry import stated_intent
 
-__all__ = ["ANY_CLIENT_ERROR", "Refusal", "RefusalRules", "parse_refusals",
-           "unrecognized_note"]
+__all__ = ["Refusal", "RefusalRules", "parse_refusals", "unrecognized_note"]
 
 
 @dataclass(frozen=True)
@@ -46,20 +45,12 @@ class RefusalRules:
 
     profile: str
     by_capability: Mapping[str, tuple[Refusal, ...]] = field(default_factory=dict)
-    # Only for the thinking switches: a switch the engine refuses is a switch this deployment
-    # does not take (another may work), never a fault of the capability.
-    any_client_error: bool = False
     # For a request every chat server must answer (the plain question): no 4xx is a refusal,
     # and no --not-served is offered for it.
     plain_request: bool = False
 
     def recognizes(self, capability: str, status: int, text: str) -> bool:
-        if self.any_client_error:
-            return True
         return any(refusal.matches(status, text) for refusal in self.by_capability.get(capability, ()))
-
-
-ANY_CLIENT_ERROR = RefusalRules("(any 4xx: a thinking switch the engine does not take)", any_client_error=True)
 
 
 def unrecognized_note(rules: RefusalRules, capability: str) -> str:

@@ -14,8 +14,9 @@ from collections.abc import Iterable
 
 from .faults import FAULTS
 
-__all__ = ["DEFECTS", "FIREWALLED_PATH", "MEDIA_DECODE_CRASH", "SLOW_FIRST_TOKEN_S", "TOOL_PARSER_CRASH",
-           "UnknownDefectError", "validate_defects"]
+__all__ = ["DEFECTS", "FIREWALLED_PATH", "MEDIA_DECODE_CRASH", "SLOW_FIRST_TOKEN_S", "THINKING_ON_FAILURE",
+           "THINKING_SWITCH_KWARGS", "THINKING_TEMPLATE_CRASH", "TOOL_PARSER_CRASH", "UnknownDefectError",
+           "validate_defects"]
 
 # slow-first-token: how late the first token of every reply comes.
 SLOW_FIRST_TOKEN_S = 1.0
@@ -28,6 +29,15 @@ MEDIA_DECODE_CRASH = "Failed to load image: cannot identify image file <_io.Byte
 TOKENIZE_CRASH = "Internal server error: AttributeError: 'NoneType' object has no attribute 'apply_chat_template'"
 # firewall-403: the one route a proxy in front of the engine blocks.
 FIREWALLED_PATH = "/v1/responses"
+# The chat_template_kwargs keys of the thinking switches the suite knows (its probe tries each).
+THINKING_SWITCH_KWARGS = ("enable_thinking", "thinking", "thinking_mode")
+# thinking-switch-template-400: a chat template that reads the switch and crashes, as vLLM 0.32 answers it:
+# renderers/hf.py safe_apply_chat_template catches whatever apply_chat_template raised and sends the
+# template's own reason (jinja2's, here an UndefinedError) as 400 BadRequestError.
+THINKING_TEMPLATE_CRASH = "'thinking_budget' is undefined"
+# thinking-on-500: vLLM 0.32's answer to a request the engine failed (exceptions.py GenerationError, raised
+# when a request finishes with finish_reason "error"): 500 InternalServerError.
+THINKING_ON_FAILURE = "Internal server error"
 
 DEFECTS: dict[str, str] = {
     "reasoning-leak": (
@@ -231,6 +241,16 @@ DEFECTS: dict[str, str] = {
     "tools-answered-in-text": (
         "the model never calls a tool: every request that offers tools is answered in text as if tool_choice were"
         " 'none' (a model never trained for function calling), streamed and not, whatever tool_choice says"
+    ),
+    # Thinking switches that fault (issue 39): not a refusal of the switch, so not "not served".
+    "thinking-switch-template-400": (
+        f"every chat request whose chat_template_kwargs carries a thinking switch ({', '.join(THINKING_SWITCH_KWARGS)})"
+        f" is answered 400 in vLLM's words for a chat template that crashes: {THINKING_TEMPLATE_CRASH!r}"
+    ),
+    "thinking-on-500": (
+        "the model does not reason by default, and every chat request that turns thinking on (enable_thinking or"
+        f" thinking true, thinking_mode enabled or adaptive) is answered 500 {THINKING_ON_FAILURE!r}; turning it"
+        " off works"
     ),
 }
 

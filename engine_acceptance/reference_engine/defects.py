@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from .chat_template import MEDIA_PLACEHOLDERS
 from .code_answers import hostile_function
-from .defect_names import FIREWALLED_PATH, MEDIA_DECODE_CRASH, SLOW_FIRST_TOKEN_S, TOKENIZE_CRASH, TOOL_PARSER_CRASH
+from .defect_names import (FIREWALLED_PATH, MEDIA_DECODE_CRASH, SLOW_FIRST_TOKEN_S, THINKING_ON_FAILURE,
+                           THINKING_SWITCH_KWARGS, THINKING_TEMPLATE_CRASH, TOKENIZE_CRASH, TOOL_PARSER_CRASH)
 from .generation import THINK_CLOSE, THINK_OPEN, Generation, Piece, ToolCallOut
 from .retrieval import corrupt_first_code, drop_middle
 from .media_facts import ImageFacts, SeenMedia
@@ -53,6 +54,12 @@ CONTRACT_PARAMS = frozenset({"temperature", "top_p", "n", "max_tokens", "max_com
                              "messages", "stop"})
 
 
+def _turns_thinking_on(kwargs: Mapping[str, Any]) -> bool:
+    """Whether a request's chat_template_kwargs turn thinking on with one of the known switches."""
+    return (kwargs.get("enable_thinking") is True or kwargs.get("thinking") is True
+            or kwargs.get("thinking_mode") in ("enabled", "adaptive"))
+
+
 def _cut_arguments(call: ToolCallOut) -> ToolCallOut:
     """The call with its arguments cut in the middle: never JSON, since an object's closing brace is gone."""
     return dataclasses.replace(call, arguments=call.arguments[:max(1, len(call.arguments) // 2)])
@@ -74,6 +81,9 @@ class DefectHooks:
 
     def thinking(self, mode: ThinkingMode, body: Mapping[str, Any] | None = None) -> ThinkingMode:
         """The thinking mode the model runs in, after the request (`body`) asked for `mode`."""
+        if "thinking-on-500" in self.active:
+            # Every request that turns thinking on was answered 500 (chat_request): the rest do not reason.
+            return dataclasses.replace(mode, enabled=False)
         if "ignore-thinking-off" in self.active and not mode.enabled:
             return dataclasses.replace(mode, enabled=True)
         if "ignore-thinking-off-1-in-5" in self.active and not mode.enabled:
@@ -106,10 +116,15 @@ class DefectHooks:
 
     def chat_request(self, req: ChatRequest) -> ChatRequest:
         """The chat request as the engine renders and answers it, after validation."""
-        if "media-decode-400" in self.active and req.media:
-            from .protocol import RequestError  # protocol -> config -> defects: import late
+        from .protocol import RequestError  # protocol -> config -> defects: import late
 
+        if "media-decode-400" in self.active and req.media:
             raise RequestError(MEDIA_DECODE_CRASH)
+        if "thinking-switch-template-400" in self.active and any(
+                key in req.chat_template_kwargs for key in THINKING_SWITCH_KWARGS):
+            raise RequestError(THINKING_TEMPLATE_CRASH)
+        if "thinking-on-500" in self.active and _turns_thinking_on(req.chat_template_kwargs):
+            raise RequestError(THINKING_ON_FAILURE, status=500, err_type="InternalServerError")
         if "media-ignored" not in self.active:
             return req
         # After validation, so corrupt media is still refused; before the template, so it costs no tokens.

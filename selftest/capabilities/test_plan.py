@@ -147,6 +147,16 @@ def test_a_served_capability_whose_checks_all_skipped_fails_unless_allowed() -> 
     assert _rows(refused, [("text", "passed"), ("tools", "skipped")])["tools"].coverage_failure is None
 
 
+def test_a_broken_capability_whose_checks_all_skipped_fails_in_the_engines_words() -> None:
+    # A thinking switch answered 500 gives the checks no modes to send: they skip, and the gate quotes the engine.
+    found = "chat_template_kwargs.enable_thinking=false: HTTP 500: Internal server error"
+    plans = plan_capabilities(GENERIC, FakeDiscovery({"thinking_modes": FakeProbe("broken", found)}), frozenset())
+    rows = _rows(plans, [("text", "passed"), ("thinking_modes", "skipped")])
+    assert rows["thinking_modes"].coverage_failure == (
+        f"capability 'thinking_modes' is broken by the deployment ({found}) but was not tested: all 1 of its "
+        "selected checks were skipped (the reason); if that is intended, run with --allow-untested thinking_modes")
+
+
 def test_the_gate_fails_on_a_required_capability_known_only_as_broken() -> None:
     gate = GateCollector(plans=plan_capabilities(GENERIC, FakeDiscovery({}), frozenset({"tools"})))
     gate.add("t::a", ["text"], "call", "passed", None, "", [(COVERS_PROPERTY, "text")])
