@@ -35,6 +35,8 @@ from engine_acceptance.trials import TrialResult, current_sample
 pytestmark = [pytest.mark.asyncio, pytest.mark.thinking]
 
 MODES = ("disabled", "adaptive", "enabled")
+# The modes discovery finds with a thinking switch (an adaptive mode is only ever declared).
+DISCOVERED_MODES = ("disabled", "enabled")
 EFFORTS = ("low", "medium", "high")
 
 
@@ -44,8 +46,13 @@ def _question(prompts: dict[str, Any]) -> dict[str, Any]:
             "max_tokens": case["max_tokens"]}
 
 
-def _in_mode(body: dict[str, Any], profile: ModelProfile, mode: str) -> dict[str, Any]:
+def _in_mode(body: dict[str, Any], profile: ModelProfile, mode: str, acceptance: Any) -> dict[str, Any]:
     if mode not in profile.thinking_modes:
+        broken = acceptance.broken_reason("thinking_modes")
+        if broken and mode in DISCOVERED_MODES:
+            # A switch that faulted gave discovery no modes: the check fails in the engine's words (broken is
+            # tested and fails), it does not skip as if the profile had simply named no switch.
+            pytest.fail(f"{broken}no working switch to send the {mode!r} mode with", pytrace=False)
         pytest.skip(f"model profile {profile.name!r} ({profile.source}) defines no {mode!r} thinking mode")
     return with_thinking_mode(body, profile, mode)
 
@@ -58,8 +65,8 @@ def _final_integer(text: str) -> int | None:
 @pytest.mark.requires("thinking_modes")
 @pytest.mark.trials("thinking")
 async def test_disabled_mode_answers_in_content_without_reasoning(chat, prompts, model_profile, stream,
-                                                                  trials) -> None:
-    body = _in_mode(_question(prompts), model_profile, "disabled")
+                                                                  trials, acceptance) -> None:
+    body = _in_mode(_question(prompts), model_profile, "disabled", acceptance)
 
     async def sample() -> None:
         reply = reply_of(await chat(body, stream=stream))
@@ -77,8 +84,8 @@ async def test_disabled_mode_answers_in_content_without_reasoning(chat, prompts,
 @pytest.mark.requires("thinking_modes")
 @pytest.mark.trials("thinking")
 async def test_enabled_mode_returns_reasoning_apart_from_content(chat, prompts, model_profile, stream,
-                                                                 trials) -> None:
-    body = _in_mode(_question(prompts), model_profile, "enabled")
+                                                                 trials, acceptance) -> None:
+    body = _in_mode(_question(prompts), model_profile, "enabled", acceptance)
 
     async def sample() -> None:
         reply = reply_of(await chat(body, stream=stream))
@@ -96,8 +103,9 @@ async def test_enabled_mode_returns_reasoning_apart_from_content(chat, prompts, 
 
 @pytest.mark.requires("thinking_modes")
 @pytest.mark.trials("thinking")
-async def test_adaptive_mode_answers_with_clean_content(chat, prompts, model_profile, stream, trials) -> None:
-    body = _in_mode(_question(prompts), model_profile, "adaptive")
+async def test_adaptive_mode_answers_with_clean_content(chat, prompts, model_profile, stream, trials,
+                                                       acceptance) -> None:
+    body = _in_mode(_question(prompts), model_profile, "adaptive", acceptance)
 
     async def sample() -> None:
         reply = reply_of(await chat(body, stream=stream))
@@ -111,9 +119,10 @@ async def test_adaptive_mode_answers_with_clean_content(chat, prompts, model_pro
 @pytest.mark.requires("thinking_modes")
 @pytest.mark.trials("thinking")
 @pytest.mark.parametrize("mode", MODES)
-async def test_thinking_mode_answers_the_240_question(chat, prompts, model_profile, mode, request, trials) -> None:
+async def test_thinking_mode_answers_the_240_question(chat, prompts, model_profile, mode, request, trials,
+                                                      acceptance) -> None:
     case = prompts["thinking"]["warehouse"]
-    body = _in_mode(_question(prompts), model_profile, mode)
+    body = _in_mode(_question(prompts), model_profile, mode, acceptance)
     rows: dict[int, dict[str, Any]] = {}
 
     async def sample() -> None:

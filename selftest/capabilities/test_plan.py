@@ -153,8 +153,9 @@ def test_a_broken_capability_whose_checks_all_skipped_fails_in_the_engines_words
     plans = plan_capabilities(GENERIC, FakeDiscovery({"thinking_modes": FakeProbe("broken", found)}), frozenset())
     rows = _rows(plans, [("text", "passed"), ("thinking_modes", "skipped")])
     assert rows["thinking_modes"].coverage_failure == (
-        f"capability 'thinking_modes' is broken by the deployment ({found}) but was not tested: all 1 of its "
-        "selected checks were skipped (the reason); if that is intended, run with --allow-untested thinking_modes")
+        f"capability 'thinking_modes' is broken (discovered: {found}); all 1 of its selected checks were skipped "
+        "(the reason); if the deployment does not offer thinking_modes on purpose, run with --not-served "
+        "thinking_modes (or not_served: [thinking_modes] in the model profile)")
 
 
 def test_the_gate_fails_on_a_required_capability_known_only_as_broken() -> None:

@@ -12,8 +12,8 @@ model profile, reasoning and the switch discovered), the whole default selection
 
 The suite before this issue read both as "not served" and passed the gate. Neither answer
 is a refusal the engine profile lists, so thinking_modes is broken (and reasoning too, when
-whether the model reasons cannot be told): the gate fails naming them in the engine's
-words, with the switch form that got them. ``--not-served thinking_modes`` states the intent.
+whether the model reasons cannot be told): the thinking checks fail leading with the
+engine's words and the switch form that got them, and the gate fails naming them. ``--not-served thinking_modes`` states the intent.
 """
 
 from __future__ import annotations
@@ -55,15 +55,20 @@ def test_a_thinking_switch_that_faults_is_broken_and_fails_the_gate_in_the_engin
         row = rows[name]
         assert row["discovered"] == "broken" and words in row["evidence"], row
         assert f"--not-served {name}" in row["evidence"], row
-        assert any(failure.startswith(f"capability '{name}' is broken by the deployment (") and words in failure
+    # The thinking checks run and fail leading with the switch's fault (a broken capability is tested), and
+    # nothing else failed: the switches' fault is what fails the gate.
+    failing = failed(outcomes)
+    assert failing and all(check.startswith("test_thinking.py::") for check in failing), failing
+    for check in gate["failing_checks"]:
+        assert check["reason"].startswith("thinking_modes found broken by capability discovery ("), check
+        assert words in check["reason"], check
+    assert rows["thinking_modes"]["failed"] == len(failing), rows["thinking_modes"]
+    # A broken capability no check shows (reasoning, when the model does not reason by default) fails by itself.
+    for name in set(broken) - {"thinking_modes"}:
+        assert any(failure.startswith(f"capability '{name}' is broken (discovered: ") and words in failure
                    for failure in gate["gate_failures"]), gate["gate_failures"]
-    # Nothing else failed: the switches' fault is what fails the gate.
-    assert not failed(outcomes), failed(outcomes)
-    assert all(any(f"'{name}'" in failure for name in broken) for failure in gate["gate_failures"]), \
-        gate["gate_failures"]
-    result.stdout.fnmatch_lines(["thinking_modes *broken *FAIL: capability 'thinking_modes' is broken*",
-                                 f"*GATE FAILURE: capability 'thinking_modes' is broken by the deployment ({words}*",
-                                 "GATE: FAIL*"])
+    result.stdout.fnmatch_lines([f"thinking_modes found broken by capability discovery ({words}*",
+                                 "thinking_modes *broken *failed*", "GATE: FAIL*"])
 
 
 def test_stating_thinking_modes_not_served_skips_the_crashing_switch_and_says_where_it_was_stated(
