@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 from allure_results import read_results
-from suite_runner import NO_LATENCY, run_suite
+from suite_runner import NO_LATENCY, REPO, run_suite
 
 from engine_acceptance.profiles.expectations import EXPECTATIONS_DIR, FailureDescription, load_expectations
 from engine_acceptance.profiles.problem_text import discovery_lead
@@ -305,9 +305,6 @@ SHIPPED = {
     "llamacpp-0.3-contract.yaml#5": (
         "AssertionError: the streamed reply has no usage although stream_options.include_usage was set",
         ["AssertionError: asked for the key jade-50-1-…: the code at 50% depth, jade-50-1-259920, is missing",
-         "engine_acceptance.assertions.SeveralProblems: problems (2): the streamed reply has no usage although "
-         "stream_options.include_usage was set | asked for the key jade-50-1-…: the code at 50% depth, "
-         "jade-50-1-259920, is missing",
          "Failed: the 7,000-token recall request failed after 60.0 s: timeout: no byte for 60 s"]),
     "llamacpp-0.3-contract.yaml#6": (
         "AssertionError: the reply has no usage.prompt_tokens to compare [prompt tokens: text 1,024 (local "
@@ -602,3 +599,70 @@ def test_a_record_for_one_of_two_wire_problems_does_not_excuse_the_other(pyteste
         f"{MISMATCH}: record records.yaml#0 expects a message matching /no chunk carries a finish_reason for choice "
         f"1/; got: choice 0 gets a finish_reason 2 times"), failing["reason"]
     assert failing["reason"].endswith("(1 of 2 problems described by no record)"), failing["reason"]
+
+
+# --- a record cannot over-reach (issue 39) ----------------------------------------------------
+
+@pytest.mark.e2e
+def test_a_record_whose_pattern_is_error_is_refused_before_anything_runs(pytester: pytest.Pytester) -> None:
+    """`message: "Error"` matched every failure's `AssertionError: ` and excused bad-usage's wrong total.
+
+    Before (main 21ada8b) the same command printed GATE: PASS with both usage checks XFAIL.
+    """
+    team = pytester.path / "team"
+    (team / "expectations").mkdir(parents=True)
+    path = _records(team / "expectations", [_record(f"{USAGE_CHECK}[*]", {"message": "Error"})], name="too-broad.yaml")
+    result, outcomes = run_suite(pytester, *NO_LATENCY, "-m", "text", "-k", "usage", "--inject", "bad-usage",
+                                 f"--profiles-dir={team}")
+    assert result.ret == 4 and not outcomes, result.stdout.str()[-2000:] + result.stderr.str()[-2000:]
+    result.stderr.fnmatch_lines([
+        f"*{path}: record too-broad.yaml#0 ({USAGE_CHECK}[[]*[]]): field records/0/failure/message 'Error' does not "
+        "describe one problem: it matches 'AssertionError: ' in the sample problem a usage problem (*), a part "
+        "records are not matched against*; write the check's own words for the one problem the record excuses*"])
+
+
+@pytest.mark.e2e
+def test_a_teams_refusal_that_matches_any_text_is_refused_before_anything_runs(pytester: pytest.Pytester) -> None:
+    """`message: "."` under tools would turn a crashing tool parser (tool-parser-400) into "not served"."""
+    team = pytester.path / "team"
+    (team / "engines").mkdir(parents=True)
+    vllm = (REPO / "fixtures/profiles/engines/vllm.yaml").read_text(encoding="utf-8")
+    engine = team / "engines" / "vllm.yaml"
+    engine.write_text(vllm.replace("  tools:\n", "  tools:\n    - status: 400\n      message: '.'\n", 1),
+                      encoding="utf-8")
+    result, outcomes = run_suite(pytester, *NO_LATENCY, "-m", "tools", "--inject", "tool-parser-400",
+                                 f"--profiles-dir={team}")
+    assert result.ret == 4 and not outcomes, result.stdout.str()[-2000:] + result.stderr.str()[-2000:]
+    result.stderr.fnmatch_lines([f"*{engine}: field refusals/tools/0/message: '.' matches 'Internal Server Error', "
+                                 "what an engine or a proxy answers when something fails*"])
+
+
+@pytest.mark.e2e
+def test_a_record_of_a_recall_checks_first_problem_leaves_its_second_failing(pytester: pytest.Pytester) -> None:
+    """no-stream-usage and corrupt-code: the stream has no usage *and* the recalled code is wrong.
+
+    A record of the missing usage (llamacpp-0.3-contract.yaml's, for the reference engine's model)
+    excused the whole check on main, which stopped at its first assertion; now the check reports
+    both, the record excuses the usage, and the wrong code fails the gate. The control, whose
+    answer is right, fails on the usage alone: that stays the record's.
+    """
+    records = _records(pytester.path, [_record("test_recall.py::*", {
+        "message": "the streamed reply has no usage although stream_options.include_usage was set"})])
+    field = "test_recall.py::test_field_extraction_returns_the_asked_key_exactly[depth10-key1]"
+    control = "test_recall.py::test_field_extraction_control_without_the_key_answers_not_found"
+    result, outcomes = run_suite(pytester, "-m", "recall", "--recall-tokens=8192", "-k", "depth10-key1 or control",
+                                 "--inject", "no-stream-usage", "--inject", "corrupt-code", f"--expectations={records}",
+                                 f"--gate-json={pytester.path / 'gate.json'}")
+    assert outcomes == {field: "failed", control: "skipped"}, result.stdout.str()[-3000:]
+    assert result.ret == 1
+    verdict = _gate(pytester)
+    [failing] = verdict["failing_checks"]
+    assert failing["id"] == f"tests/{field}"
+    assert failing["reason"].startswith(f"{MISMATCH}: record records.yaml#0 expects a message matching /the streamed "
+                                        "reply has no usage"), failing["reason"]
+    assert "got: sample 1: asked for the key jade-10-1-…: the code at 10% depth is wrong: jade-10-1-" in \
+        failing["reason"]
+    assert failing["reason"].endswith("(1 of 2 problems described by no record)"), failing["reason"]
+    [known] = verdict["known_defects"]
+    assert known["id"] == f"tests/{control}" and "[record records.yaml#0]" in known["record"]
+    result.stdout.fnmatch_lines(["*GATE: FAIL*"])
