@@ -131,18 +131,20 @@ async def test_n_choices_are_indexed_and_usage_counts_them_all(chat, stream) -> 
     if reply.usage is None:
         assert_no_problems(problems + [_no_usage(stream)])
     counted = reply.usage.completion_tokens
+    # Usage is judged against the choices the reply has: too few choices is the problem above, and
+    # a usage that counts the choices sent is right for them (llama.cpp's one choice for n=3).
     # The prompt asks for a long answer, so each choice is normally cut at max_tokens and the
-    # choices are n x max_tokens tokens exactly. Sampled at temperature 1, a real model may still end
-    # one by itself within a few tokens (pretrained Gemma 3 270M on vLLM did, 1 of 3, 2026-12-03):
-    # that choice's length is unknown, but it is at least one token and at most max_tokens.
-    stopped = reasons.count("stop")
-    if not stopped and counted != n * limit:
-        problems.append(f"{n} choices each cut at max_tokens={limit} are {n * limit} completion tokens, "
+    # choices are len(choices) x max_tokens tokens exactly. Sampled at temperature 1, a real model may
+    # still end one by itself within a few tokens (pretrained Gemma 3 270M on vLLM did, 1 of 3,
+    # 2026-12-03): that choice's length is unknown, but it is at least one token and at most max_tokens.
+    sent, stopped = len(choices), reasons.count("stop")
+    if not stopped and counted != sent * limit:
+        problems.append(f"{sent} choices each cut at max_tokens={limit} are {sent * limit} completion tokens, "
                         f"usage.completion_tokens says {counted}")
-    elif stopped and not (n - stopped) * limit + stopped <= counted <= n * limit:
-        problems.append(f"{n} choices, {n - stopped} cut at max_tokens={limit} and {stopped} ended by the model "
-                        f"({reasons}), are {(n - stopped) * limit + stopped} to {n * limit} completion tokens, "
-                        f"usage.completion_tokens says {counted}")
+    elif stopped and not (sent - stopped) * limit + stopped <= counted <= sent * limit:
+        problems.append(f"{sent} choices, {sent - stopped} cut at max_tokens={limit} and {stopped} ended by the "
+                        f"model ({reasons}), are {(sent - stopped) * limit + stopped} to {sent * limit} completion "
+                        f"tokens, usage.completion_tokens says {counted}")
     assert_no_problems(problems)
 
 
