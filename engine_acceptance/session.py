@@ -20,6 +20,7 @@ from engine_acceptance.capabilities.discovery import Discovery
 from engine_acceptance.capabilities.plan import STATED_NOT_SERVED, CapabilityPlan, effective_profile, plan_capabilities
 from engine_acceptance.wire.types import ClientTimeouts, EngineTarget
 from engine_acceptance.profiles.profile import EngineProfile, ModelProfile, load_engine_profile, load_model_profile
+from engine_acceptance.profiles.problem_text import discovery_lead
 from engine_acceptance.wire.readiness import EngineInfo
 from engine_acceptance.wire.redaction import Redactor
 
@@ -97,7 +98,7 @@ class AcceptanceSession:
         plan = self.plans.get(capability)
         if plan is None or plan.discovered != "broken":
             return ""
-        return f"{capability} found broken by capability discovery ({plan.evidence}); "
+        return discovery_lead(capability, plan.evidence)
 
     @property
     def tokenize_endpoint(self) -> str | None:

@@ -24,7 +24,7 @@ from typing import Any
 import allure
 import pytest
 
-from engine_acceptance.assertions import integers_in, markers_found, reply_of, short
+from engine_acceptance.assertions import assert_no_problems, integers_in, markers_found, reply_of, short
 from engine_acceptance.profiles.profile import ModelProfile
 from engine_acceptance.profiles.request_options import with_reasoning_effort, with_thinking_mode
 from engine_acceptance.reporting.csv_text import rows_csv
@@ -70,13 +70,16 @@ async def test_disabled_mode_answers_in_content_without_reasoning(chat, prompts,
 
     async def sample() -> None:
         reply = reply_of(await chat(body, stream=stream))
-        assert reply.content.strip(), f"thinking disabled: content is empty (finish_reason={reply.finish_reason!r})"
-        assert not reply.reasoning.strip(), (
-            f"thinking disabled, yet the reply carries reasoning in {', '.join(reply.reasoning_fields)}: "
-            f"{short(reply.reasoning)!r}"
-        )
+        problems = []
+        if not reply.content.strip():
+            problems.append(f"thinking disabled: content is empty (finish_reason={reply.finish_reason!r})")
+        if reply.reasoning.strip():
+            problems.append(f"thinking disabled, yet the reply carries reasoning in "
+                            f"{', '.join(reply.reasoning_fields)}: {short(reply.reasoning)!r}")
         leaked = markers_found(reply.content, model_profile.reasoning_markers)
-        assert not leaked, f"thinking disabled, yet content holds reasoning markers {leaked}: {short(reply.content)!r}"
+        if leaked:
+            problems.append(f"thinking disabled, yet content holds reasoning markers {leaked}: {short(reply.content)!r}")
+        assert_no_problems(problems)
 
     await trials(sample)
 
@@ -90,13 +93,17 @@ async def test_enabled_mode_returns_reasoning_apart_from_content(chat, prompts, 
     async def sample() -> None:
         reply = reply_of(await chat(body, stream=stream))
         leaked = markers_found(reply.content, model_profile.reasoning_markers)
-        assert reply.reasoning.strip(), (
-            "thinking enabled, yet the reasoning field (reasoning / reasoning_content) is empty"
-            + (f" and content holds reasoning markers {leaked}" if leaked else "")
-        )
-        assert not leaked, f"reasoning markers {leaked} in content: {short(reply.content)!r}"
-        assert reply.content.strip(), f"thinking enabled: content is empty next to the reasoning " \
-                                      f"(finish_reason={reply.finish_reason!r})"
+        problems = []
+        if not reply.reasoning.strip():
+            # The markers in content are the same finding as the empty field (the parser left them there).
+            problems.append("thinking enabled, yet the reasoning field (reasoning / reasoning_content) is empty"
+                            + (f" and content holds reasoning markers {leaked}" if leaked else ""))
+        elif leaked:
+            problems.append(f"reasoning markers {leaked} in content: {short(reply.content)!r}")
+        if not reply.content.strip():
+            problems.append(f"thinking enabled: content is empty next to the reasoning "
+                            f"(finish_reason={reply.finish_reason!r})")
+        assert_no_problems(problems)
 
     await trials(sample)
 
@@ -109,9 +116,13 @@ async def test_adaptive_mode_answers_with_clean_content(chat, prompts, model_pro
 
     async def sample() -> None:
         reply = reply_of(await chat(body, stream=stream))
-        assert reply.content.strip(), f"thinking adaptive: content is empty (finish_reason={reply.finish_reason!r})"
+        problems = []
+        if not reply.content.strip():
+            problems.append(f"thinking adaptive: content is empty (finish_reason={reply.finish_reason!r})")
         leaked = markers_found(reply.content, model_profile.reasoning_markers)
-        assert not leaked, f"reasoning markers {leaked} in content: {short(reply.content)!r}"
+        if leaked:
+            problems.append(f"reasoning markers {leaked} in content: {short(reply.content)!r}")
+        assert_no_problems(problems)
 
     await trials(sample)
 
@@ -134,15 +145,19 @@ async def test_thinking_mode_answers_the_240_question(chat, prompts, model_profi
                          reply.usage.completion_tokens if reply.usage else None, "content": short(reply.content, 80)}
         assert answer == case["answer"], f"thinking {mode}: answered {answer}, not {case['answer']}"
 
-    def counted(result: TrialResult) -> str:
-        unanswered = [sample for sample in result.samples if not sample.passed and sample.number not in rows]
-        if unanswered:
-            return unanswered[0].reason  # a request failed: that, not a count of answers, is the finding
-        # Every answer in the message, as seed 001 reported them (the records match the list).
+    def counted(result: TrialResult) -> list[str]:
+        """The wrong answers as one problem, the count (the records match its list), and each failed request."""
+        problems = []
         ordered = [rows[number] for number in sorted(rows)]
-        answers = ", ".join(str(row["answer"]) for row in ordered)
-        return (f"thinking {mode}: {result.count} correct answers to the 240 question "
-                f"(answers: {answers}; contents: {[row['content'] for row in ordered]})")
+        if any(row["answer"] != case["answer"] for row in ordered):
+            # Every answer in the message, as seed 001 reported them (the records match the list).
+            answers = ", ".join(str(row["answer"]) for row in ordered)
+            problems.append(f"thinking {mode}: {result.count} correct answers to the 240 question "
+                            f"(answers: {answers}; contents: {[row['content'] for row in ordered]})")
+        # A request that failed gave no answer: each is a problem of its own, not hidden by the count.
+        return problems + [f"sample {sample.number}: {problem}" for sample in result.samples
+                           if not sample.passed and sample.number not in rows
+                           for problem in (sample.problems or (sample.reason,))]
 
     try:
         # One request after the other, as seed 001 did: each E2E is one request alone, so the
@@ -198,11 +213,14 @@ async def test_reasoning_effort_is_accepted_and_the_model_still_reasons(chat, pr
 
     async def sample() -> None:
         reply = reply_of(await chat(body, stream=False))
-        assert reply.reasoning.strip(), \
-            f"reasoning effort {effort!r} (sent in {engine_profile.reasoning_effort_in}): the reasoning field is empty"
+        problems = []
+        if not reply.reasoning.strip():
+            problems.append(f"reasoning effort {effort!r} (sent in {engine_profile.reasoning_effort_in}): the "
+                            f"reasoning field is empty")
         answer = _final_integer(reply.content)
-        assert answer == prompts["thinking"]["warehouse"]["answer"], \
-            f"reasoning effort {effort!r}: answered {answer} ({short(reply.content)!r})"
+        if answer != prompts["thinking"]["warehouse"]["answer"]:
+            problems.append(f"reasoning effort {effort!r}: answered {answer} ({short(reply.content)!r})")
+        assert_no_problems(problems)
 
     await trials(sample)
 

@@ -20,7 +20,7 @@ import json
 import allure
 import pytest
 
-from engine_acceptance.assertions import short
+from engine_acceptance.assertions import assert_no_problems, short
 from engine_acceptance.proportions import Proportion
 from engine_acceptance.provenance import BASELINE_PROPERTY
 from engine_acceptance.tool_accuracy.report import (
@@ -60,8 +60,10 @@ def test_every_tool_accuracy_request_is_answered(tool_accuracy_run, request) -> 
     answered = Proportion(run.score.replies - run.score.errors, run.score.replies)
     _report(run, request, "tool_requests_answered", answered)
     kinds = error_kinds(run.outcomes)
-    assert not run.score.errors, (_below("tool-accuracy requests answered with 2xx", answered, 1.0, [])
-                                  + f". Errors by kind ({len(kinds)}): " + "; ".join(kinds))
+    # Each kind of error is a problem of its own: a record of the known kind (a chat template's 400)
+    # leaves any other kind beside it failing the check.
+    assert_no_problems(kinds, header=_below("tool-accuracy requests answered with 2xx", answered, 1.0, [])
+                       + f". Errors by kind ({len(kinds)})")
 
 
 def test_tool_call_arguments_fit_their_schemas_at_scale(tool_accuracy_run, request) -> None:

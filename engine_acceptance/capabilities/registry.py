@@ -27,7 +27,12 @@ endpoint). Its entry says everything the suite knows about it:
 - for a probed capability, the **refusal data** it needs: engine profiles may list, under
   its name, the 4xx answers that mean "not offered" (``refusals:``, read by
   :mod:`engine_acceptance.profiles.refusals`), and the **stated-intent** text a broken probe's
-  evidence ends with: the command that states it is off on purpose.
+  evidence ends with: the command that states it is off on purpose;
+- whether it is served on a **route of its own** (``own_route``: ``/tokenize``,
+  ``/v1/responses``): only there does a 404 or 405 mean "not offered" (the route is not
+  there), so only there may an engine profile list one as a refusal. The other
+  capabilities ride on ``/v1/chat/completions``, where a 404 or 405 is a wrong path or a
+  proxy, never the engine declining tools or images.
 
 The check groups (:data:`CHECK_GROUPS`) are the markers that group checks, with the line
 pytest registers for each, in the order of the verdict's check-group table. A check
@@ -110,6 +115,8 @@ class Capability:
     # What a broken probe's evidence tells the user to do when the capability is off on purpose;
     # None: the default sentence (--not-served NAME), see stated_intent().
     intent_override: str | None = None
+    # Served on a route of its own, whose absence (404, 405) is a refusal (profiles/refusals.py).
+    own_route: bool = False
 
     @property
     def probe(self) -> Probed | None:
@@ -215,13 +222,14 @@ CAPABILITIES = (
                core_checks=("test_structured_outputs.py::test_json_schema_reply_is_json_that_fits_the_schema",
                             "test_structured_outputs.py::test_json_object_reply_is_a_json_object")),
     Capability("responses", Probed("responses", "probe_responses", report_rank=7), markers=("responses",),
+               own_route=True,
                core_checks=("test_responses.py::test_text_answer_is_a_message_with_output_text_and_usage_that_adds_up",
                             "test_responses.py::test_streamed_events_come_in_order",
                             "test_responses.py::test_streamed_text_deltas_add_up_to_the_final_text")),
     # Probed for the token counts, but no model capability: what stands in for it is a local tokenizer.
     # No core checks: the measurements that use it fall back to --tokenizer or estimates, so its row is
     # the probe's finding, and a broken one fails the gate itself.
-    Capability("tokenize", Probed("tokenize", "probe_tokenize", report_rank=5), in_profiles=False,
+    Capability("tokenize", Probed("tokenize", "probe_tokenize", report_rank=5), in_profiles=False, own_route=True,
                intent_override="if the deployment has no tokenize endpoint on purpose, count locally with "
                                "--tokenizer FILE (the served model's tokenizer.json) or add the refusal to the "
                                "engine profile's refusals.tokenize"),

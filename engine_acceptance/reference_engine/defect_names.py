@@ -158,6 +158,10 @@ DEFECTS: dict[str, str] = {
         "streamed chat: the first chunk of each choice carries no role (an empty delta); the role comes with"
         " the first piece of output instead"
     ),
+    "no-stream-usage": (
+        "streamed chat and completions ignore stream_options.include_usage: no chunk carries usage"
+        " (llama-cpp-python 0.3.36, whose request types have no stream_options)"
+    ),
     "usage-on-finish-chunk": (
         "streamed chat with stream_options.include_usage: usage is attached to the finish_reason chunk (choices"
         " not empty) and no final usage chunk with empty choices is sent"

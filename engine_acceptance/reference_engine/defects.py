@@ -412,6 +412,10 @@ class DefectHooks:
         """Whether each choice's first stream chunk carries the role (else it comes with the first output)."""
         return "no-role-first-chunk" not in self.active
 
+    def honours_include_usage(self) -> bool:
+        """Whether a stream that asks stream_options.include_usage gets its usage at all."""
+        return "no-stream-usage" not in self.active
+
     def usage_on_finish_chunk(self) -> bool:
         """Whether include_usage's usage rides on the finish_reason chunk instead of a chunk of its own."""
         return "usage-on-finish-chunk" in self.active

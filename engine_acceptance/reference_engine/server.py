@@ -415,6 +415,8 @@ class ReferenceEngine:
         logprobs: list[list[dict[str, Any]]] | None = None,
     ) -> web.StreamResponse:
         hooks = self.hooks
+        if not hooks.honours_include_usage():
+            req = dataclasses.replace(req, include_usage=False)
         # continuous_usage_stats counts with include_usage only (vLLM's include_continuous_usage).
         continuous = (self.convention.continuous_usage if req.include_usage and req.continuous_usage
                       and hooks.honours_continuous_usage() else None)
@@ -559,6 +561,9 @@ class ReferenceEngine:
         request_id: str,
         created: int,
     ) -> web.StreamResponse:
+        if not self.hooks.honours_include_usage():
+            req = dataclasses.replace(req, include_usage=False)
+
         def chunk(index: int, text: str, finish_reason: str | None = None) -> dict[str, Any]:
             return wire.completion_chunk(
                 convention=self.convention,
