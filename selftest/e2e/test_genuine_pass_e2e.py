@@ -20,17 +20,50 @@ from suite_runner import ENGINE_WITHOUT_VIDEO, engine_without_video, run_suite
 
 e2e = pytest.mark.e2e
 
-# Every image check, recorded as the dropped-image finding that leads each failure.
+# Every image check, recorded as what the model answers about an image the engine dropped: each
+# problem in the check's own words (a record is matched without the discovery lead every failure carries).
 DROPPED_IMAGE_RECORDS = """
 records:
-  - check: "test_image.py::*"
+  - check: "test_image.py::test_chart_values_are_read_and_the_dropping_quarter_is_named[*]"
     engine: vllm
     model: "^reference-model$"
     reason: the engine answers images 200 but drops them (injected for the self-test)
     source: selftest
     date: "2026-12-02"
     failure:
-      message: 'image_url part dropped'
+      message: 'expected the values Q1=120, Q2=90, Q3=150 in this order; the answer has the numbers \\[\\]'
+  - check: "test_image.py::test_chart_values_are_read_and_the_dropping_quarter_is_named[*]"
+    engine: vllm
+    model: "^reference-model$"
+    reason: the engine answers images 200 but drops them (injected for the self-test)
+    source: selftest
+    date: "2026-12-02"
+    failure:
+      message: 'expected Q2 named as the quarter that dropped from the one before'
+  - check: "test_image.py::test_color_of_the_largest_area_is_named[*]"
+    engine: vllm
+    model: "^reference-model$"
+    reason: the engine answers images 200 but drops them (injected for the self-test)
+    source: selftest
+    date: "2026-12-02"
+    failure:
+      message: 'expected the largest area of bordered-\\w+-\\d+\\.png named \\w+ .*; the answer names no colour'
+  - check: "test_image.py::test_pure_color_image_is_named_by_its_color[*]"
+    engine: vllm
+    model: "^reference-model$"
+    reason: the engine answers images 200 but drops them (injected for the self-test)
+    source: selftest
+    date: "2026-12-02"
+    failure:
+      message: 'pure-\\w+-512\\.png is one single colour, \\w+ .*; the answer names no colour'
+  - check: "test_image.py::test_two_images_in_one_request_are_read_in_order[*]"
+    engine: vllm
+    model: "^reference-model$"
+    reason: the engine answers images 200 but drops them (injected for the self-test)
+    source: selftest
+    date: "2026-12-02"
+    failure:
+      message: 'expected the images\\S* main colours in order, red then blue; the answer names no colour'
 """
 
 
