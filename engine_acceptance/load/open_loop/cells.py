@@ -57,8 +57,10 @@ from engine_acceptance.load.generator import (
     run_round,
     send_request,
 )
-from engine_acceptance.load.metrics import RequestRecord, RoundSummary, percentile, samples_ms
+from engine_acceptance.load.metrics import RequestRecord, RoundSummary, percentile, request_samples
 from engine_acceptance.load.process_plan import ASSUMED_STREAM_EVENTS_PER_S, ProcessPlan, plan_processes
+from engine_acceptance.load.output_split import SplitCell, cell_of_round, split_figures
+from engine_acceptance.load.spec_decode import RoundCounters, SpecDecodeCounters
 from engine_acceptance.load.workers import split_indices
 from engine_acceptance.wire.types import EngineTarget
 from engine_acceptance.run_bundle import cell_entry
@@ -307,6 +309,8 @@ class RateCellResult:
     plan: ProcessPlan | None = None
     # Connections opened before the schedule, and how many were wanted (open_connections).
     connections: tuple[int, int] = (0, 0)
+    # Why it has no speculative-decoding acceptance (spec_decode.py); None: it has one, or none was asked.
+    spec_decode_note: str | None = None
 
     @property
     def processes(self) -> int:
@@ -317,10 +321,16 @@ class RateCellResult:
         """From the schedule's origin to the end of the last request (goodput's denominator)."""
         return self.summary.wall_s
 
+    def split_cell(self) -> SplitCell:
+        """What the output split's columns read (``/v1/completions``: no reasoning field)."""
+        return cell_of_round(self.cell.key, self.summary, self.records, chat=False,
+                             spec_decode_note=self.spec_decode_note)
+
     def bundle_entry(self, ignore_eos: bool, figures: dict[str, Any]) -> dict[str, Any]:
         """The cell for the run bundle: its schedule's shape, every measured request's latencies, ``figures``."""
         shape = {**self.cell.as_dict(), "ignore_eos": ignore_eos}
-        return cell_entry("slo", self.cell.key, shape, samples=samples_ms(self.records), figures=figures)
+        return cell_entry("slo", self.cell.key, shape, samples=request_samples(self.records, chat=False),
+                          figures=figures)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -331,6 +341,8 @@ class RateCellResult:
             "duration_s": self.duration_s,
             "connections_opened_before": self.connections[0],
             "connections_wanted_before": self.connections[1],
+            "spec_decode_note": self.spec_decode_note,
+            "output_split": split_figures(self.split_cell()),
             "summary": self.summary.as_dict(),
             "sends": self.sends.as_dict(),
             "warmup": self.warmup.as_dict() if self.warmup else None,
@@ -340,10 +352,12 @@ class RateCellResult:
 
 async def measure_rate_cell(target: EngineTarget, cell: RateCell, prompts: PromptSource, *, ignore_eos: bool,
                             first_index: int = 0, progress: Progress | None = None,
-                            clock: Clock = time.monotonic, processes: int | None = 1) -> RateCellResult:
+                            clock: Clock = time.monotonic, processes: int | None = 1,
+                            counters: SpecDecodeCounters | None = None) -> RateCellResult:
     """Warm the connections up (not counted), then send the cell's requests on its schedule.
 
     ``processes``: client processes (``--load-processes``), None for auto (``RateCell.plan_processes``).
+    ``counters``: the engine's speculative-decoding counters, read before the schedule and after it.
     """
     say: Progress = progress or (lambda _line: None)
     plan = cell.plan_processes(processes)
@@ -355,6 +369,7 @@ async def measure_rate_cell(target: EngineTarget, cell: RateCell, prompts: Promp
                           first_index=first_index + cell.warmup_requests)
     offsets = cell.offsets()
     warmup: RoundSummary | None = None
+    around = RoundCounters(counters)
     if plan.processes > 1:
         async with SpreadGenerator(target, 0, plan.processes) as spread:
             if warm:
@@ -364,6 +379,7 @@ async def measure_rate_cell(target: EngineTarget, cell: RateCell, prompts: Promp
             share = math.ceil(wanted / plan.processes)
             opened_each, _ = await spread.each(_opened_share, [share] * plan.processes)
             opened = _say_opened(say, cell, sum(opened_each), share * plan.processes)
+            await around.start()
             sent = await _spread_open_loop(spread, bodies, offsets)
             stamping = spread.stamping
     else:
@@ -377,17 +393,19 @@ async def measure_rate_cell(target: EngineTarget, cell: RateCell, prompts: Promp
             wanted = _connections_for(cell, warmup)
             opened = _say_opened(say, cell, await open_connections(
                 generator.session, target.v1_url + "/models", generator.headers, wanted), wanted)
+            await around.start()
             sent = await run_open_loop(generator.session, generator.url, bodies, generator.headers, offsets,
                                        clock=clock)
             stamping = generator.stamping
     records, summary = analyse_round(sent.raw)
+    summary = await around.finish(summary)
     timing = sent.timing()
     errors = ", ".join(f"{k}={v}" for k, v in sorted(summary.errors_by_kind.items())) or "no errors"
     say(f"{cell.key}: {summary.completed}/{summary.requests} requests done, {errors}, {summary.wall_s:.1f} s; "
         f"sends late by more than {LATE_S * 1000:g} ms: {timing.late}, lateness P99 "
         f"{timing.lateness_ms(99) or 0.0:.3f} ms, at most {timing.max_in_flight} in flight")
     return RateCellResult(cell, records, summary, timing, warmup, stamping, input_exact=prompts.exact, plan=plan,
-                          connections=opened)
+                          connections=opened, spec_decode_note=around.unavailable)
 
 
 def _connections_for(cell: RateCell, warmup: RoundSummary | None) -> int:
