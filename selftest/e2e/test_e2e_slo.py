@@ -1,7 +1,8 @@
 """End to end: the SLO check run by pytest against reference engines (issue 18).
 
 It passes on a clean engine of either convention and reports its table (terminal,
-HTML, CSV), chart and figures; ``slow-first-token`` (every first token 1 s late)
+HTML, CSV), chart and figures, the draft acceptance where the engine counts it and "not
+reported by the engine" where it does not; ``slow-first-token`` (every first token 1 s late)
 fails it with the attainment and the missed limit, also in the default run, whose
 reference profile carries an SLO; without an SLO it is skipped,
 saying so; an SLO in the model profile gates it like one on the command line; and a
@@ -42,6 +43,20 @@ def test_a_clean_engine_meets_the_slo_and_the_report_carries_every_cell(pytester
               if json.loads(p.read_text())["name"].startswith("test_open_loop_load")]
     kinds = {a["type"] for a in case["attachments"] if a["name"].startswith("SLO open-loop")}
     assert {"text/html", "text/csv", "image/png", "application/json"} <= kinds
+    # The output split (issue 41): the cells are completions, so no reasoning; the draft acceptance where the
+    # engine counts it (the vLLM convention), and where it does not, said so with the reason, never a 0.
+    [csv] = [(pytester.path / "allure-results" / a["source"]).read_text() for a in case["attachments"]
+             if a["type"] == "text/csv"]
+    header, *rows = [line.split(",") for line in csv.splitlines()]
+    acceptance = [row[header.index("spec_decode_acceptance")] for row in rows]
+    if convention == "vllm":
+        result.stdout.fnmatch_lines(["*late sends*spec decode acceptance", "*128/32@32rps*[78]?.?%"])
+        assert all(0.79 < float(value) < 0.81 for value in acceptance), acceptance
+    else:
+        result.stdout.fnmatch_lines(["*Speculative-decoding acceptance: not reported by the engine: engine profile "
+                                     "'sglang' names no speculative-decoding counters*"])
+        assert acceptance == ["not reported by the engine"] * 2
+    result.stdout.fnmatch_lines(["*/v1/completions has no reasoning field*"])
 
 
 def test_a_slow_first_token_fails_the_check_with_attainment_and_the_missed_limit(pytester: pytest.Pytester) -> None:
