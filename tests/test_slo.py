@@ -9,6 +9,9 @@ meeting it per second) and the P50/P90/P99 of TTFT, TPOT and E2E. The check fail
 with the figures, when a cell's attainment is below the target or its goodput below
 the minimum. Sends that fell behind the schedule are counted and reported.
 
+``--slo-endpoint chat`` sends the cells as chat requests (text prompts of an estimated length):
+a reasoning model's first reasoning and first content token are then reported apart.
+
 ``--slo-search`` adds the search for the highest rate whose attainment stays at the
 target (:mod:`engine_acceptance.load.open_loop.search`), reported as a figure. Like the
 throughput smoke this is a measurement: it runs alone on the engine.
@@ -16,6 +19,7 @@ throughput smoke this is a measurement: it runs alone on the engine.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -122,7 +126,7 @@ async def test_open_loop_load_meets_the_slo_attainment_and_goodput(
         acceptance, engine_profile, model_profile, open_loop_settings: OpenLoopSettings, slo_spec: SloSpec,
         load_prompts, load_processes, slo_write: Write, request: pytest.FixtureRequest) -> None:
     cells = open_loop_settings.cells(model_profile.slo)
-    prompts = await load_prompts(max(cell.input_tokens for cell in cells))
+    prompts = await load_prompts(max(cell.input_tokens for cell in cells), text=cells[0].chat)
     slo_write(f"SLO: {slo_spec.describe()}; prompts from {prompts.source}")
     runner = CellRunner(acceptance, engine_profile, model_profile, open_loop_settings, prompts, slo_write,
                         load_processes)
@@ -145,13 +149,12 @@ async def test_slo_search_reports_the_highest_rate_meeting_the_target(
     if not open_loop_settings.search:
         pytest.skip("the SLO search is off: pass --slo-search to look for the highest rate meeting the target")
     first = open_loop_settings.cells(model_profile.slo)[0]
-    prompts = await load_prompts(first.input_tokens)
+    prompts = await load_prompts(first.input_tokens, text=first.chat)
     runner = CellRunner(acceptance, engine_profile, model_profile, open_loop_settings, prompts, slo_write,
                         load_processes)
 
     async def run(rate: float) -> Step:
-        cell = RateCell(first.input_tokens, first.output_tokens, rate, first.requests, first.burstiness,
-                        first.seed, first.warmup_requests)
+        cell = dataclasses.replace(first, rate=rate)
         outcome = await runner.measure(cell)
         return Step(rate, outcome.attainment.rate, outcome.attainment.total, outcome.late_sends,
                     outcome.max_in_flight)

@@ -216,13 +216,20 @@ class PromptIds:
 
 
 def build_bodies(cell: Cell, prompts: PromptSource, *, model: str, ignore_eos: bool, count: int,
-                 first_index: int) -> list[bytes]:
-    """The encoded request bodies of one round, ready to send."""
+                 first_index: int, chat: bool = False) -> list[bytes]:
+    """The encoded request bodies of one round, ready to send.
+
+    ``chat``: chat requests (``/v1/chat/completions``), each prompt the one user message; they
+    carry text, so the prompts must be text (:class:`~engine_acceptance.load.prompts.TextPrompts`).
+    """
     bodies = []
     for i in range(count):
+        prompt = prompts.prompt(cell.input_tokens, first_index + i)
+        if chat and not isinstance(prompt, str):
+            raise ValueError("chat requests carry text: build them from text prompts, not token ids")
         body: dict[str, Any] = {
             "model": model,
-            "prompt": prompts.prompt(cell.input_tokens, first_index + i),
+            **({"messages": [{"role": "user", "content": prompt}]} if chat else {"prompt": prompt}),
             "max_tokens": cell.output_tokens,
             "temperature": 0,
             "stream": True,

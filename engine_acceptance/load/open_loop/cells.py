@@ -88,6 +88,17 @@ class RateCell:
     burstiness: float = 1.0
     seed: int = 0
     warmup_requests: int = 4
+    # "completions" (token-id prompts of exact length, as the throughput smoke) or "chat" (text prompts of an
+    # estimated length, one user message each: where a reasoning model reasons and answers apart).
+    endpoint: str = "completions"
+
+    @property
+    def chat(self) -> bool:
+        return self.endpoint == "chat"
+
+    @property
+    def path(self) -> str:
+        return "/chat/completions" if self.chat else "/completions"
 
     @property
     def workload(self) -> str:
@@ -113,7 +124,9 @@ class RateCell:
     def as_dict(self) -> dict[str, Any]:
         return {"key": self.key, "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
                 "request_rate": format_rate(self.rate), "burstiness": format_rate(self.burstiness),
-                "load_seed": self.seed, "requests": self.requests, "warmup_requests": self.warmup_requests}
+                "load_seed": self.seed, "requests": self.requests, "warmup_requests": self.warmup_requests,
+                # Only when chat: cells of bundles written before the endpoint could be chosen keep their shape.
+                **({"endpoint": self.endpoint} if self.chat else {})}
 
 
 @dataclass(frozen=True)
@@ -322,14 +335,14 @@ class RateCellResult:
         return self.summary.wall_s
 
     def split_cell(self) -> SplitCell:
-        """What the output split's columns read (``/v1/completions``: no reasoning field)."""
-        return cell_of_round(self.cell.key, self.summary, self.records, chat=False,
+        """What the output split's columns read (a completions cell has no reasoning field)."""
+        return cell_of_round(self.cell.key, self.summary, self.records, chat=self.cell.chat,
                              spec_decode_note=self.spec_decode_note)
 
     def bundle_entry(self, ignore_eos: bool, figures: dict[str, Any]) -> dict[str, Any]:
         """The cell for the run bundle: its schedule's shape, every measured request's latencies, ``figures``."""
         shape = {**self.cell.as_dict(), "ignore_eos": ignore_eos}
-        return cell_entry("slo", self.cell.key, shape, samples=request_samples(self.records, chat=False),
+        return cell_entry("slo", self.cell.key, shape, samples=request_samples(self.records, chat=self.cell.chat),
                           figures=figures)
 
     def as_dict(self) -> dict[str, Any]:
@@ -364,16 +377,16 @@ async def measure_rate_cell(target: EngineTarget, cell: RateCell, prompts: Promp
     say(f"{cell.key}: sent by {plan.describe()}")
     shape = Cell(cell.input_tokens, cell.output_tokens, 1, cell.requests, cell.warmup_requests)
     warm = build_bodies(shape, prompts, model=target.model, ignore_eos=ignore_eos, count=cell.warmup_requests,
-                        first_index=first_index)
+                        first_index=first_index, chat=cell.chat)
     bodies = build_bodies(shape, prompts, model=target.model, ignore_eos=ignore_eos, count=cell.requests,
-                          first_index=first_index + cell.warmup_requests)
+                          first_index=first_index + cell.warmup_requests, chat=cell.chat)
     offsets = cell.offsets()
     warmup: RoundSummary | None = None
     around = RoundCounters(counters)
     if plan.processes > 1:
-        async with SpreadGenerator(target, 0, plan.processes) as spread:
+        async with SpreadGenerator(target, 0, plan.processes, path=cell.path) as spread:
             if warm:
-                _, warmup = analyse_round(await spread.round(warm, concurrency=len(warm)))
+                _, warmup = analyse_round(await spread.round(warm, concurrency=len(warm)), chat=cell.chat)
                 say(f"{cell.key} warm-up: {warmup.completed}/{warmup.requests} requests done (not counted)")
             wanted = _connections_for(cell, warmup)
             share = math.ceil(wanted / plan.processes)
@@ -383,12 +396,12 @@ async def measure_rate_cell(target: EngineTarget, cell: RateCell, prompts: Promp
             sent = await _spread_open_loop(spread, bodies, offsets)
             stamping = spread.stamping
     else:
-        async with LoadGenerator(target, 0, clock=clock) as generator:
+        async with LoadGenerator(target, 0, clock=clock, path=cell.path) as generator:
             if warm:
                 # All at once: opens as many connections as the cell is expected to need at first.
                 raw_warm = await run_round(generator.session, generator.url, warm, generator.headers,
                                            concurrency=len(warm), clock=clock)
-                _, warmup = analyse_round(raw_warm)
+                _, warmup = analyse_round(raw_warm, chat=cell.chat)
                 say(f"{cell.key} warm-up: {warmup.completed}/{warmup.requests} requests done (not counted)")
             wanted = _connections_for(cell, warmup)
             opened = _say_opened(say, cell, await open_connections(
@@ -397,7 +410,7 @@ async def measure_rate_cell(target: EngineTarget, cell: RateCell, prompts: Promp
             sent = await run_open_loop(generator.session, generator.url, bodies, generator.headers, offsets,
                                        clock=clock)
             stamping = generator.stamping
-    records, summary = analyse_round(sent.raw)
+    records, summary = analyse_round(sent.raw, chat=cell.chat)
     summary = await around.finish(summary)
     timing = sent.timing()
     errors = ", ".join(f"{k}={v}" for k, v in sorted(summary.errors_by_kind.items())) or "no errors"
