@@ -158,6 +158,14 @@ def _notes(cells: Sequence[SplitCell], shown: Sequence[_Column]) -> list[str]:
     if any(cell.chat for cell in cells):
         notes += _reasoning_notes([cell for cell in cells if cell.chat])
     labels = {column.label for column in shown}
+    chat = [cell for cell in cells if cell.chat]
+    if chat and "P50 first reasoning ms" not in labels:
+        notes.append("First reasoning token: no reasoning streamed in any chat cell (a model that does not reason, "
+                      "or thinking turned off).")
+    if chat and "P50 first content ms" not in labels:
+        notes.append("First content token: no content streamed in any chat cell: the whole output was reasoning (a "
+                      "budget spent before the answer, or a reasoning parser that never saw the end of the "
+                      "reasoning).")
     if "cached prompt tok/req" not in labels:
         notes.append(f"Cached prompt tokens: {NOT_REPORTED} (no reply had usage.prompt_tokens_details.cached_tokens; "
                      f"vLLM reports them with --enable-prompt-tokens-details, SGLang with --enable-cache-report).")

@@ -217,3 +217,15 @@ async def test_the_counters_are_read_from_the_engines_metrics_and_missing_ones_a
     assert await no_endpoint.read() is None and no_endpoint.unavailable == "p names no metrics_endpoint"
     unnamed = SpecDecodeCounters(EngineTarget("http://127.0.0.1:9", "m"), "/metrics", {}, profile="p")
     assert unnamed.unavailable and unnamed.unavailable.startswith("p names no speculative-decoding counters")
+
+
+def test_a_chat_cell_whose_output_was_all_reasoning_says_no_content_streamed() -> None:
+    # vLLM's qwen3 reasoning parser on a model whose template has no markers: every token is reasoning.
+    reply = _stream((0.1, _chat({"reasoning": "a"})), (0.2, _chat({"reasoning": "b"}, "length")),
+                    (0.3, _usage(10, 2, completion_tokens_details={"reasoning_tokens": 2})), (0.4, "[DONE]"))
+    records = [record_request(reply, start_s=0.0, status=200, chat=True)]
+    assert (records[0].first_content_s, records[0].content_tokens) == (None, 0)
+    cell = cell_of_round("128/32@1rps", summarize_round(records, 1.0), records, chat=True, spec_decode_note=None)
+    header, _, notes = split_columns([cell])
+    assert "P50 first content ms" not in header and "P50 first reasoning ms" in header
+    assert any(note.startswith("First content token: no content streamed in any chat cell") for note in notes)
