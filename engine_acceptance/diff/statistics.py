@@ -134,35 +134,30 @@ def percentile_change(base: Sequence[float], new: Sequence[float], *, seed: int,
 def rounds_change(base: Sequence[float], new: Sequence[float], *, seed: int, name: str,
                   resamples: int = RESAMPLES) -> Interval:
     """The relative change of the mean of the rounds, bootstrapped over the rounds (none under MIN_ROUNDS)."""
-    base_values = np.asarray(base, dtype=float)
-    new_values = np.asarray(new, dtype=float)
-    if base_values.size == 0 or new_values.size == 0 or base_values.mean() <= 0:
-        return Interval(None, None, None, f"no rounds to compare ({base_values.size} and {new_values.size})")
-    change = float(new_values.mean() / base_values.mean() - 1)
-    if min(base_values.size, new_values.size) < MIN_ROUNDS:
-        return Interval(change, None, None, f"too few rounds ({base_values.size} and {new_values.size}; "
-                                            f"an interval needs {MIN_ROUNDS} a side)")
-    rng = _rng(seed, name)
-    base_means = base_values[rng.integers(0, base_values.size, size=(resamples, base_values.size))].mean(axis=1)
-    new_means = new_values[rng.integers(0, new_values.size, size=(resamples, new_values.size))].mean(axis=1)
-    low, high = np.percentile(new_means / base_means - 1, [2.5, 97.5])
-    return Interval(change, float(low), float(high),
-                    f"bootstrap of {base_values.size} and {new_values.size} rounds (coarse: few values)")
+    return _mean_ratio(base, new, what="rounds", minimum=MIN_ROUNDS, seed=seed, name=name, resamples=resamples,
+                       caveat=" (coarse: few values)")
 
 
 def mean_change(base: Sequence[float], new: Sequence[float], *, seed: int, name: str,
                 resamples: int = RESAMPLES) -> Interval:
     """The relative change of the mean per request, new/base - 1, bootstrapped over the requests."""
+    return _mean_ratio(base, new, what="requests", minimum=MIN_MEAN_SAMPLES, seed=seed, name=name,
+                       resamples=resamples)
+
+
+def _mean_ratio(base: Sequence[float], new: Sequence[float], *, what: str, minimum: int, seed: int, name: str,
+                resamples: int, caveat: str = "") -> Interval:
+    """new mean / base mean - 1 of values (``what``: rounds, requests), bootstrapped over them (``minimum`` a side)."""
     base_values = np.asarray(base, dtype=float)
     new_values = np.asarray(new, dtype=float)
     if base_values.size == 0 or new_values.size == 0:
-        return Interval(None, None, None, f"no requests to compare ({base_values.size} and {new_values.size})")
+        return Interval(None, None, None, f"no {what} to compare ({base_values.size} and {new_values.size})")
     if base_values.mean() <= 0:
         return Interval(None, None, None, f"a base mean of 0 (NEW {new_values.mean():.4g}): no relative change")
     change = float(new_values.mean() / base_values.mean() - 1)
-    if min(base_values.size, new_values.size) < MIN_MEAN_SAMPLES:
-        return Interval(change, None, None, f"too few requests for an interval ({base_values.size} and "
-                                            f"{new_values.size}; it needs {MIN_MEAN_SAMPLES} a side)")
+    if min(base_values.size, new_values.size) < minimum:
+        return Interval(change, None, None, f"too few {what} ({base_values.size} and {new_values.size}; "
+                                            f"an interval needs {minimum} a side)")
     rng = _rng(seed, name)
     base_means = base_values[rng.integers(0, base_values.size, size=(resamples, base_values.size))].mean(axis=1)
     new_means = new_values[rng.integers(0, new_values.size, size=(resamples, new_values.size))].mean(axis=1)
@@ -170,7 +165,7 @@ def mean_change(base: Sequence[float], new: Sequence[float], *, seed: int, name:
         return Interval(change, None, None, "a base resample with a mean of 0: no interval of a relative change")
     low, high = np.percentile(new_means / base_means - 1, [2.5, 97.5])
     return Interval(change, float(low), float(high),
-                    f"bootstrap of {base_values.size} and {new_values.size} requests")
+                    f"bootstrap of {base_values.size} and {new_values.size} {what}{caveat}")
 
 
 def share_difference(base_parts: Sequence[float], base_totals: Sequence[float], new_parts: Sequence[float],
@@ -191,8 +186,8 @@ def share_difference(base_parts: Sequence[float], base_totals: Sequence[float], 
         return Interval(None, None, None, f"no totals to compare ({base_total.size} and {new_total.size} requests)")
     change = float(new_part.sum() / new_total.sum() - base_part.sum() / base_total.sum())
     if min(base_total.size, new_total.size) < MIN_MEAN_SAMPLES:
-        return Interval(change, None, None, f"too few requests for an interval ({base_total.size} and "
-                                            f"{new_total.size}; it needs {MIN_MEAN_SAMPLES} a side)")
+        return Interval(change, None, None, f"too few requests ({base_total.size} and {new_total.size}; "
+                                            f"an interval needs {MIN_MEAN_SAMPLES} a side)")
     rng = _rng(seed, name)
 
     def shares(part: np.ndarray, total: np.ndarray) -> np.ndarray:
