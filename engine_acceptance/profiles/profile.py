@@ -28,6 +28,7 @@ from engine_acceptance.resources import read_yaml
 
 __all__ = [
     "DATA_ROOT",
+    "METRIC_COUNTERS",
     "METRIC_GAUGES",
     "PROFILES_DIR",
     "SCHEMAS_DIR",
@@ -47,8 +48,10 @@ PROFILES_DIR = SHIPPED.models.parent
 SCHEMAS_DIR = DATA_ROOT / "schemas"
 # The kind of profile each folder holds, as messages name it.
 _KIND_OF = {"models": "model", "engines": "engine"}
-# The gauges an engine profile may name under features.metric_names.
+# The gauges an engine profile may name under features.metric_names, and the counters
+# (load/spec_decode.py reads the speculative-decoding ones around each round of load).
 METRIC_GAUGES = ("running", "waiting", "kv_cache_usage")
+METRIC_COUNTERS = ("spec_decode_draft_tokens", "spec_decode_accepted_tokens")
 
 
 @dataclass(frozen=True)
@@ -133,10 +136,12 @@ class EngineProfile:
         return self.features.get("continuous_usage_stats") or None
 
     def metric_names(self, gauge: str) -> tuple[str, ...]:
-        """The names a Prometheus gauge (``running``, ``waiting``, ``kv_cache_usage``) is served under,
-        newest first; empty when the profile names none."""
-        if gauge not in METRIC_GAUGES:
-            raise ValueError(f"unknown gauge {gauge!r}; known: {', '.join(METRIC_GAUGES)}")
+        """The names a Prometheus gauge (``running``, ``waiting``, ``kv_cache_usage``) or counter
+        (``spec_decode_draft_tokens``, ``spec_decode_accepted_tokens``) is served under, newest first;
+        empty when the profile names none."""
+        known = (*METRIC_GAUGES, *METRIC_COUNTERS)
+        if gauge not in known:
+            raise ValueError(f"unknown gauge or counter {gauge!r}; known: {', '.join(known)}")
         return tuple((self.features.get("metric_names") or {}).get(gauge, ()))
 
 

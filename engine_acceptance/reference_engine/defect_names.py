@@ -224,6 +224,17 @@ DEFECTS: dict[str, str] = {
         f"chat and completions: the first token of every reply comes {SLOW_FIRST_TOKEN_S:g} s late, at any load"
         " (a prefill that waits for a batch that never fills); later tokens keep their pace"
     ),
+    # Load that tells reasoning from answer (issue 41): figures the load reports beside TTFT.
+    "content-at-end": (
+        "streamed chat: the reasoning streams as it is generated, but the answer (content) is held back and sent"
+        " in one delta once its last token is generated, and usage still counts the reasoning tokens: TTFT looks"
+        " as before, the first content token comes at the end (a reasoning parser that buffers the answer)"
+    ),
+    "spec-decode-rejects": (
+        "speculative decoding's acceptance falls to a quarter (0.8 to 0.2 by default): /metrics counts a quarter"
+        " as many accepted tokens per draft token (a draft model that no longer matches the served one); the"
+        " replies are unchanged"
+    ),
     # Faults that answer 4xx (issue 26): not a refusal of the capability, so not "not served".
     "tool-parser-400": (
         "every chat request that offers tools (tool_choice other than 'none') is answered 400 in vLLM's error"

@@ -38,6 +38,8 @@ if TYPE_CHECKING:
 # Exit status of a reference engine that "crashed" on corrupt media (media-crash) or an invalid value
 # (bad-params-crash).
 MEDIA_CRASH_EXIT_CODE = 70
+# spec-decode-rejects: the share of the configured speculative-decoding acceptance left.
+REJECTED_ACCEPTANCE_SHARE = 0.25
 
 __all__ = ["CONTRACT_PARAMS", "INTERMITTENT_TOOL_CALL_PERIOD", "MEDIA_CRASH_EXIT_CODE", "DefectHooks",
            "decode_each_byte"]
@@ -191,6 +193,8 @@ class DefectHooks:
 
     def chat_stream_pieces(self, pieces: list[Piece]) -> list[Piece]:
         """The deltas of a streamed chat reply, in order."""
+        if "content-at-end" in self.active:
+            pieces = _content_held_to_its_end(pieces)
         if "tool-stream-index-zero" in self.active:
             pieces = [dataclasses.replace(p, tool=dataclasses.replace(p.tool, index=0)) if p.tool else p
                       for p in pieces]
@@ -438,6 +442,10 @@ class DefectHooks:
         """Seconds added before the first token of a chat or completions reply (all later ones shift too)."""
         return SLOW_FIRST_TOKEN_S if "slow-first-token" in self.active else 0.0
 
+    def spec_decode_acceptance(self, configured: float) -> float:
+        """The speculative-decoding acceptance the engine counts at (spec-decode-rejects: a quarter of it)."""
+        return configured * REJECTED_ACCEPTANCE_SHARE if "spec-decode-rejects" in self.active else configured
+
     # --- cancellation -------------------------------------------------------------------
 
     def keeps_generating_after_disconnect(self) -> bool:
@@ -447,6 +455,18 @@ class DefectHooks:
     def wedges_after_mid_stream_disconnect(self) -> bool:
         """Whether a client leaving mid-stream stops the engine from answering new chat requests."""
         return "disconnect-wedge" in self.active
+
+
+def _content_held_to_its_end(pieces: list[Piece]) -> list[Piece]:
+    """content-at-end: the answer's deltas as one, where its last one was; its tokens still pace it, so it
+    leaves once the whole answer is generated."""
+    content = [piece for piece in pieces if piece.kind == "content"]
+    if len(content) < 2:
+        return pieces
+    held = Piece("content", "".join(piece.text for piece in content), sum(piece.tokens for piece in content))
+    last = pieces.index(content[-1])
+    return [held if index == last else piece for index, piece in enumerate(pieces) if piece.kind != "content"
+            or index == last]
 
 
 def decode_each_byte(text: str) -> str:

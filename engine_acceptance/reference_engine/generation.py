@@ -59,6 +59,8 @@ class Generation:
     finish_reason: str
     completion_tokens: int
     tool_calls: tuple[ToolCallOut, ...] = ()
+    # Tokens of the reasoning between its markers (usage.completion_tokens_details.reasoning_tokens).
+    reasoning_tokens: int = 0
 
     def with_content(self, content: str) -> Generation:
         return replace(self, content=content)
@@ -107,8 +109,11 @@ def generate_chat(
     body = text.removeprefix(THINK_OPEN)
     if THINK_CLOSE in body:
         thought, _, content = body.partition(THINK_CLOSE)
-        return Generation(thought.strip("\n"), content.lstrip("\n"), finish, len(ids))
-    return Generation(body.lstrip("\n"), "", finish, len(ids))
+        thought = thought.strip("\n")
+        return Generation(thought, content.lstrip("\n"), finish, len(ids),
+                          reasoning_tokens=tokenizer.count(thought))
+    thought = body.lstrip("\n")
+    return Generation(thought, "", finish, len(ids), reasoning_tokens=tokenizer.count(thought))
 
 
 def generate_completion(

@@ -6,7 +6,11 @@ cancellation checks read the running and waiting requests and the KV-cache usage
 return to idle after clients disconnect. The reference engine serves the same kind of figures,
 measured for real from its load accounting (``stream.BatchLoad``): requests generating now,
 requests waiting (only ever a request held by an injected wedge: it never queues otherwise),
-the share of its KV cache the requests it holds occupy, and its process's resident memory.
+the share of its KV cache the requests it holds occupy, and its process's resident memory; and,
+imitating vLLM with a speculative config, the speculative-decoding counters of draft steps, draft
+tokens and accepted tokens (``spec_decode.py``; vLLM's ``vllm/v1/spec_decode/metrics.py``, counters
+that Prometheus serves with ``_total``). SGLang serves only gauges of its last batch for that
+(``sglang:spec_accept_rate``): the reference engine leaves them out in its convention.
 Names per convention are data here, as in ``conventions.py``, and match the engines' own
 (vLLM's ``vllm/v1/metrics/loggers.py``, SGLang's ``python/sglang/srt/metrics/collector.py``).
 """
@@ -34,12 +38,17 @@ class MetricNames:
     waiting: str
     # A fraction from 0 to 1, although vLLM's name says "perc".
     kv_cache_usage: str
+    # Speculative decoding's counters (drafts, draft tokens, accepted tokens), without _total; () for none.
+    spec_decode: tuple[str, ...] = ()
 
 
 METRIC_NAMES: dict[str, MetricNames] = {
-    "vllm": MetricNames("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc"),
+    "vllm": MetricNames("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
+                        ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",
+                         "vllm:spec_decode_num_accepted_tokens")),
     "sglang": MetricNames("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage"),
 }
+_SPEC_HELP = ("Number of spec decoding drafts.", "Number of draft tokens.", "Number of accepted tokens.")
 
 
 def resident_memory_bytes() -> int:
@@ -62,6 +71,12 @@ def render_metrics(convention: str, model: str, load: BatchLoad) -> str:
         (names.kv_cache_usage, "KV-cache usage. 1 means 100 percent usage.", load.kv_usage()),
     ):
         lines += [f"# HELP {name} {help_text}", f"# TYPE {name} gauge", f"{name}{{{label}}} {float(value)}"]
+    if load.spec is not None and names.spec_decode:
+        counts = load.spec.served()
+        for name, help_text, value in zip(names.spec_decode, _SPEC_HELP,
+                                          (counts["drafts"], counts["draft_tokens"], counts["accepted_tokens"])):
+            lines += [f"# HELP {name} {help_text}", f"# TYPE {name} counter",
+                      f'{name}_total{{{label},engine="0"}} {float(value)}']
     lines += [
         "# HELP process_resident_memory_bytes Resident memory size in bytes.",
         "# TYPE process_resident_memory_bytes gauge",

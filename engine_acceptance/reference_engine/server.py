@@ -58,6 +58,7 @@ from .tools import (
     tool_call_pieces,
 )
 from .structured import structured_answer
+from .spec_decode import SpecDecodeCounts
 from .stream import EVENT_STREAM_TYPE, BatchLoad, ClientGone, EventStream, KvHold, Pacer, dump_json
 from .tokenizer import ReferenceTokenizer, get_tokenizer
 from .vision import has_media_parts
@@ -116,8 +117,10 @@ class ReferenceEngine:
         self.hooks = DefectHooks(config.defects)
         # Transport faults (stalls, resets, 503s, huge replies): see faults.py.
         self.faults = FaultInjector(config.defects, error_body=self.convention.error_body)
-        # Requests generating right now (the latency model's batch slowdown) and the KV cache they hold.
-        self.load = BatchLoad()
+        # Requests generating right now (the latency model's batch slowdown), the KV cache they hold, and
+        # the speculative-decoding counters their tokens add to.
+        self.load = BatchLoad(spec=None if config.spec_decode_acceptance is None else SpecDecodeCounts(
+            self.hooks.spec_decode_acceptance(config.spec_decode_acceptance)))
         # disconnect-wedge: set by a client leaving mid-stream; no chat request is answered after it.
         self.wedged = False
         # disconnect-keeps-generating: requests whose client left, still generating.
@@ -248,8 +251,12 @@ class ReferenceEngine:
             return await asyncio.to_thread(fn, *args, **kwargs)
         return fn(*args, **kwargs)
 
-    def usage(self, prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
-        return self.hooks.usage(wire.usage_body(prompt_tokens, completion_tokens))
+    def usage(self, prompt_tokens: int, completion_tokens: int, *, cached_tokens: int | None = None,
+              reasoning_tokens: int | None = None) -> dict[str, Any]:
+        """A usage object; the reasoning's tokens only from a model that reasons (vLLM: a reasoning parser)."""
+        return self.hooks.usage(wire.usage_body(
+            prompt_tokens, completion_tokens, cached_tokens=cached_tokens,
+            reasoning_tokens=reasoning_tokens if self.config.reasoning else None))
 
     # --- info endpoints ------------------------------------------------------------
 
@@ -338,7 +345,10 @@ class ReferenceEngine:
         body, big = await self.read_json(request)
         # Decoding images and video takes milliseconds to tens of them: off the event loop.
         req, prompt_tokens, generations = await self.run(big or has_media_parts(body), self._prepare_chat, body)
-        usage = self.usage(prompt_tokens, sum(g.completion_tokens for g in generations))
+        # The engine caches no prompt (yet): it reports no cached tokens, as vLLM with
+        # --enable-prompt-tokens-details and no prefix-cache hit reports 0.
+        usage = self.usage(prompt_tokens, sum(g.completion_tokens for g in generations), cached_tokens=0,
+                           reasoning_tokens=sum(g.reasoning_tokens for g in generations))
         request_id, created = wire.new_request_id("chatcmpl"), int(time.time())
         pacer = self._pacer(request, prompt_tokens)
         self._plan(request, pacer, max(g.completion_tokens for g in generations))

@@ -243,7 +243,8 @@ def generate_tool_calls(
     text_form = generate_chat(reasoning, tool_markup(calls), max_tokens=max_tokens, tokenizer=tokenizer)
     if text_form.finish_reason == "length":
         return text_form
-    return Generation(text_form.reasoning, "", "tool_calls", text_form.completion_tokens, tuple(calls))
+    return Generation(text_form.reasoning, "", "tool_calls", text_form.completion_tokens, tuple(calls),
+                      reasoning_tokens=text_form.reasoning_tokens)
 
 
 def tool_call_pieces(calls: Sequence[ToolCallOut], *, tokens_per_piece: int) -> list[Piece]:

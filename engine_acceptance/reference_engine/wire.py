@@ -32,13 +32,19 @@ def new_request_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex}"
 
 
-def usage_body(prompt_tokens: int, completion_tokens: int) -> dict[str, Any]:
-    return {
+def usage_body(prompt_tokens: int, completion_tokens: int, *, cached_tokens: int | None = None,
+               reasoning_tokens: int | None = None) -> dict[str, Any]:
+    """A usage object; `cached_tokens` (a prefix cache's hits) and `reasoning_tokens` in their details
+    when the engine reports them (vLLM: --enable-prompt-tokens-details, and a reasoning parser)."""
+    usage: dict[str, Any] = {
         "prompt_tokens": prompt_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
         "completion_tokens": completion_tokens,
-        "prompt_tokens_details": None,
+        "prompt_tokens_details": None if cached_tokens is None else {"cached_tokens": cached_tokens},
     }
+    if reasoning_tokens is not None:
+        usage["completion_tokens_details"] = {"reasoning_tokens": reasoning_tokens}
+    return usage
 
 
 def _empty_tool_calls(convention: Convention) -> list[Any] | None:
