@@ -5,10 +5,13 @@ A tool-accuracy baseline (``--record-tool-baseline``) and a throughput baseline
 :func:`provenance_of`. When a run gates on a baseline, :func:`comparison` says what
 the comparison is worth: a baseline recorded from the same engine identity (kind,
 version and model) as the run's only shows the deployment did not change since —
-a **regression against itself**, never accuracy; one from another engine or model is
-a comparison **against another engine**; an older file without provenance is
-**provenance unknown**. The checks report it (``baseline_comparison`` below) and the
-verdict lists it in the gate table and ``gate.json`` under ``baselines``.
+a **regression against itself**, never accuracy; one from the same engine kind and model
+at another version is a **regression across versions** ("the same engine and model at
+another version (0.32.0 → 0.33.0): a regression across versions": what an upgrade changed);
+one from another engine kind or model is a comparison **against another engine**; an
+older file without provenance is **provenance unknown**. The checks report it
+(:func:`baseline_entry`) and the verdict lists it in the gate table and ``gate.json``
+under ``baselines``.
 
 Where it was recorded is the URL's scheme, host and port only: user, password, path
 and query can carry secrets, and the API key is never written.
@@ -23,10 +26,13 @@ from urllib.parse import urlsplit
 from engine_acceptance import __version__
 from engine_acceptance.wire.readiness import EngineInfo
 
-__all__ = ["AGAINST_ANOTHER", "AGAINST_ITSELF", "BASELINE_PROPERTY", "UNKNOWN", "baseline_entry", "comparison",
-           "describe", "provenance_of", "read_provenance", "redacted_where"]
+__all__ = ["ACROSS_VERSIONS", "AGAINST_ANOTHER", "AGAINST_ITSELF", "BASELINE_PROPERTY", "UNKNOWN", "baseline_entry",
+           "comparison", "describe", "is_across_versions", "provenance_of", "read_provenance", "redacted_where"]
 
 AGAINST_ITSELF = "regression against itself"
+# Followed by the two versions, the baseline's first: "... at another version (0.32.0 → 0.33.0): a regression
+# across versions".
+ACROSS_VERSIONS = "the same engine and model at another version"
 AGAINST_ANOTHER = "against another engine"
 UNKNOWN = "provenance unknown"
 # The user property a check that compared with a baseline records (the verdict collects it).
@@ -66,15 +72,23 @@ def comparison(provenance: Mapping[str, Any] | None, engine: EngineInfo) -> str:
 
     The same engine identity is the same kind and model and the same version; a version
     unknown on either side cannot tell them apart, so it counts as the same (the weaker
-    claim: a regression check, not a comparison with another engine).
+    claim: a regression check, not a comparison with another engine). The same kind and
+    model at another known version is a regression across versions, naming both: the
+    upgrade is what the comparison measures, not another engine.
     """
     if provenance is None:
         return UNKNOWN
-    versions = (provenance.get("engine_version"), engine.version)
-    same_version = None in versions or versions[0] == versions[1]
-    if provenance.get("engine") == engine.kind and provenance.get("model") == engine.model and same_version:
+    if provenance.get("engine") != engine.kind or provenance.get("model") != engine.model:
+        return AGAINST_ANOTHER
+    recorded, running = provenance.get("engine_version"), engine.version
+    if recorded is None or running is None or recorded == running:
         return AGAINST_ITSELF
-    return AGAINST_ANOTHER
+    return f"{ACROSS_VERSIONS} ({recorded} → {running}): a regression across versions"
+
+
+def is_across_versions(comparison_text: str | None) -> bool:
+    """Whether a :func:`comparison` is a regression across versions (it carries the two versions)."""
+    return bool(comparison_text) and str(comparison_text).startswith(ACROSS_VERSIONS)
 
 
 def describe(provenance: Mapping[str, Any] | None) -> str:

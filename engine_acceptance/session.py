@@ -17,9 +17,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from engine_acceptance.capabilities.discovery import Discovery
-from engine_acceptance.capabilities.plan import CapabilityPlan, effective_profile, plan_capabilities
+from engine_acceptance.capabilities.plan import STATED_NOT_SERVED, CapabilityPlan, effective_profile, plan_capabilities
 from engine_acceptance.wire.types import ClientTimeouts, EngineTarget
 from engine_acceptance.profiles.profile import EngineProfile, ModelProfile, load_engine_profile, load_model_profile
+from engine_acceptance.profiles.problem_text import discovery_lead
 from engine_acceptance.wire.readiness import EngineInfo
 from engine_acceptance.wire.redaction import Redactor
 
@@ -50,7 +51,8 @@ class AcceptanceSession:
     discovery: Discovery | None = None
     # Capabilities the deployment must serve (--expect and the profile's expect).
     required: frozenset[str] = frozenset()
-    # Capabilities stated off on purpose -> where (--not-served, the model profile's not_served).
+    # Capabilities stated off on purpose -> where (--not-served, the model profile's not_served); and
+    # "tokenize" -> "--tokenizer PATH" when the run counts locally (the stated way around a broken /tokenize).
     stated_not_served: dict[str, str] = field(default_factory=dict)
     plans: dict[str, CapabilityPlan] = field(init=False, repr=False)
     model_profile: ModelProfile = field(init=False, repr=False)
@@ -69,11 +71,8 @@ class AcceptanceSession:
         object.__setattr__(self, "redactor", Redactor([self.api_key]))
 
     def engine_facts(self) -> list[str]:
-        """Lines beside the capability table: what the engine offers the measurements."""
+        """Lines beside the capability table: what the engine offers the measurements (tokenize has its row)."""
         facts = []
-        probe = self.discovery.probes.get("tokenize") if self.discovery is not None else None
-        if probe is not None:
-            facts.append(f"tokenize: {probe.state.replace('_', ' ')} ({probe.evidence})")
         declared = self.declared_profile.context_length
         advertised = self.engine.max_model_len
         facts.append("context: " + ", ".join([
@@ -99,7 +98,7 @@ class AcceptanceSession:
         plan = self.plans.get(capability)
         if plan is None or plan.discovered != "broken":
             return ""
-        return f"{capability} found broken by capability discovery ({plan.evidence}); "
+        return discovery_lead(capability, plan.evidence)
 
     @property
     def tokenize_endpoint(self) -> str | None:
@@ -112,6 +111,23 @@ class AcceptanceSession:
         if probe is not None and probe.state != "not_probed":
             return probe.settings.get("endpoint") if probe.state == "served" else None
         return self.engine_profile.tokenize_endpoint
+
+    @property
+    def no_tokenize_reason(self) -> str:
+        """Why the engine cannot count tokens, in the probe's words, for a measurement that falls back without it.
+
+        A tokenize endpoint that answered and is broken is said to be broken, never absent: "no
+        /tokenize" is only for one the engine refused (its words) or the profile does not name.
+        """
+        probe = self.discovery.probes.get("tokenize") if self.discovery is not None else None
+        if probe is None or probe.state == "not_probed":
+            why = probe.evidence if probe is not None else f"engine profile {self.engine_profile.name!r} names none"
+            return f"no tokenize endpoint ({why})"
+        if probe.state == "broken":
+            return f"the engine's tokenize endpoint is broken ({probe.evidence})"
+        if probe.state == "not_served":
+            return f"no tokenize endpoint ({probe.evidence})"
+        return f"the engine's tokenize endpoint ({probe.evidence})"
 
     @property
     def reasoning_expected(self) -> bool:
@@ -142,9 +158,10 @@ class AcceptanceSession:
             facts["engine.max_model_len"] = str(self.engine.max_model_len)
         if self.required:
             facts["capabilities.required"] = ",".join(sorted(self.required))
-        if self.stated_not_served:
-            facts["capabilities.not_served_stated"] = ", ".join(f"{name} ({where})" for name, where
-                                                                 in sorted(self.stated_not_served.items()))
+        stated = sorted((name, where) for name, where in self.stated_not_served.items()
+                        if self.plans[name].discovered == STATED_NOT_SERVED)
+        if stated:
+            facts["capabilities.not_served_stated"] = ", ".join(f"{name} ({where})" for name, where in stated)
         for name, plan in self.plans.items():
             facts[f"capability.{name}"] = (f"declared={'yes' if plan.declared else 'no'} "
                                            f"discovered={plan.discovered} tested={'yes' if plan.tested else 'no'}")

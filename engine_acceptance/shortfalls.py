@@ -2,7 +2,9 @@
 
 A pass at a smaller size than the deployment declares is still a pass, but it is not
 the pass its name promises: recall at 7,000 tokens on a model declaring 32,768, the
-"million-token" check at 7,000, throughput at two rounds instead of three. Each such
+"million-token" check at 7,000 (or at the 131,072 tokens a model declares, when that is
+all it has), throughput at two rounds instead of three, a thinking check judged on one
+sample instead of five (``--trials``). Each such
 :class:`Shortfall` is computed once, in the controller, from the options and the
 model profile (so it is known even when the checks are skipped), and shown in the
 capability row, in ``gate.json`` under ``shortfalls``, in the terminal gate table and
@@ -15,16 +17,19 @@ This module imports no pytest.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from engine_acceptance.load.media.cells import MediaCell, select_media_cells
 from engine_acceptance.load.closed_loop.settings import DEFAULT_ROUNDS, DEFAULT_SHAPES, full_matrix, select_cells
-from engine_acceptance.recall.haystack import ANSWER_ROOM_TOKENS, TEMPLATE_ROOM_TOKENS, recall_budget
+from engine_acceptance.proportions import Proportion
+from engine_acceptance.recall.haystack import ANSWER_ROOM_TOKENS, TEMPLATE_ROOM_TOKENS, RecallBudget, recall_budget
+from engine_acceptance.trials import DEFAULT_SAMPLES
 
-__all__ = ["DEFAULT_MEDIA_SHAPES", "MILLION_TOKENS", "SIZE_PROPERTY", "Shortfall", "million_note", "media_shortfalls",
-           "recall_shortfalls", "throughput_shortfalls", "tool_accuracy_shortfalls"]
+__all__ = ["DEFAULT_MEDIA_SHAPES", "MILLION_TOKENS", "SIZE_PROPERTY", "TRIAL_KIND_PROPERTY", "Shortfall",
+           "million_note", "media_shortfalls", "recall_shortfalls", "throughput_shortfalls", "tool_accuracy_shortfalls",
+           "trials_shortfalls"]
 
 # The context the million-token checks are named for (MiniMax-M3's, seed 000).
 MILLION_TOKENS = 1_048_576
@@ -34,16 +39,21 @@ _ROOM = ANSWER_ROOM_TOKENS + TEMPLATE_ROOM_TOKENS
 # The user property a check records when it ran smaller than its name says ("ran at 7,000 tokens,
 # not 1,048,576"): the terminal's status word and gate.json's figures carry it.
 SIZE_PROPERTY = "size_shortfall"
+# The user property (set at collection) naming the kind of trial a check samples (``thinking``): a
+# ``--trials`` shortfall concerns the checks of its kind, wherever they are.
+TRIAL_KIND_PROPERTY = "engine_acceptance.trial_kind"
 
 
 @dataclass(frozen=True)
 class Shortfall:
     """One measurement run smaller than declared or asked."""
 
-    capability: str  # model-profile vocabulary (long_context), else the check group (throughput)
-    check: str  # the marker of the checks it concerns: recall, recall_1m, throughput
-    module: str  # the test module of those checks (throughput has two: fixed-length and media)
-    measure: str  # what is smaller: prompt tokens, rounds per cell, cells, requests per round of a cell
+    # Model-profile vocabulary (long_context), else the check group (throughput); "trials" for a --trials cut,
+    # whose row notes go to the capabilities its checks cover.
+    capability: str
+    check: str  # the marker of the checks it concerns (recall, recall_1m, throughput), or the kind of trial
+    module: str  # the test module of those checks (throughput has two: fixed-length and media); "" for trials
+    measure: str  # what is smaller: prompt tokens, rounds per cell, cells, requests per round, samples per check
     declared: int  # what the model profile declares or the default asks
     ran: int  # what this run measured
     option: str | None  # the option that asked for less; None when the engine's own limit or the profile did
@@ -52,9 +62,17 @@ class Shortfall:
     summary: str  # the phrase for the capability row and the terminal: "recall at 7,000 of 32,768 declared tokens"
     # The parameter id of the one check a cell's shortfall concerns (the media input, the workload); "" for all.
     param: str = ""
+    # The kind of trial (engine_acceptance.trials) whose checks a --trials cut concerns; "" for a measurement.
+    trial_kind: str = ""
 
-    def concerns(self, nodeid: str, marker: str) -> bool:
-        """Whether a check (its node id and capability marker) ran under this shortfall."""
+    def concerns(self, nodeid: str, marker: str, *, trial_kind: str = "", outcome: str = "") -> bool:
+        """Whether a check (its node id, capability marker, kind of trial and outcome) ran under this shortfall.
+
+        A measurement's shortfall is known before its checks run, so it concerns them even when they
+        skip; a trials cut concerns only the checks of its kind that ran: a skipped one sent no sample.
+        """
+        if self.trial_kind:
+            return trial_kind == self.trial_kind and outcome != "skipped"
         path, _, name = nodeid.partition("::")
         return (marker == self.check and path.endswith(self.module)
                 and (not self.param or name.endswith(f"[{self.param}]")))
@@ -71,11 +89,23 @@ class Shortfall:
         return {**dataclasses.asdict(self), "reason": self.reason()}
 
 
-def million_note(prompt_tokens: int) -> str | None:
-    """``ran at 7,000 tokens, not 1,048,576`` when a million-token prompt of this size fills less than 1M."""
-    if prompt_tokens + _ROOM >= MILLION_TOKENS:
+def million_note(budget: RecallBudget) -> str | None:
+    """How a million-token check of this prompt size reads when it fills less than 1M, else None.
+
+    ``ran at 7,000 tokens, not 1,048,576``; or, when the model's own context is smaller than a
+    million (the profile's, else the engine's), against that: ``ran at 7,000 of the 131,072
+    tokens the model declares``.
+    """
+    if budget.tokens + _ROOM >= MILLION_TOKENS:
         return None
-    return f"ran at {prompt_tokens:,} tokens, not {MILLION_TOKENS:,}"
+    return f"ran {_million_at(budget)}"
+
+
+def _million_at(budget: RecallBudget) -> str:
+    """The size of a million-token check against the context it could have had."""
+    if budget.context is not None and budget.context < MILLION_TOKENS:
+        return f"at {budget.tokens:,} of the {budget.context:,} tokens {budget.context_by}"
+    return f"at {budget.tokens:,} tokens, not {MILLION_TOKENS:,}"
 
 
 def recall_shortfalls(*, requested: int | None, profile_context: int | None, max_model_len: int | None,
@@ -84,7 +114,8 @@ def recall_shortfalls(*, requested: int | None, profile_context: int | None, max
 
     Recall falls short when its prompt is smaller than the one the declared context takes
     (the profile's, else the engine's advertised ``max_model_len``); the million-token
-    checks whenever their prompt fills less than :data:`MILLION_TOKENS` of context.
+    checks whenever their prompt fills less than :data:`MILLION_TOKENS` of context, said
+    against the model's own context when that is smaller than a million.
     """
     try:
         budget = recall_budget(requested=requested, profile_context=profile_context, max_model_len=max_model_len,
@@ -92,7 +123,7 @@ def recall_shortfalls(*, requested: int | None, profile_context: int | None, max
     except ValueError:
         return []  # nothing runs: the usage error or the recall checks' skip says why
     option = None if requested is None else f"--recall-tokens={requested}"
-    context = profile_context if profile_context is not None else max_model_len
+    context = budget.context
     stated = "declared" if profile_context is not None else "advertised"
     source = f"model profile {profile_name!r} declares" if profile_context is not None else "the engine advertises"
     declared_by = (f"declared by model profile {profile_name!r}" if profile_context is not None
@@ -107,7 +138,7 @@ def recall_shortfalls(*, requested: int | None, profile_context: int | None, max
             at = f"at {ran:,} of {context:,} {stated} tokens"
             found.append(Shortfall("long_context", "recall", "test_recall.py", "prompt tokens", context, ran, option,
                                    why, at, f"recall {at}"))
-    if million_note(budget.tokens) is not None:
+    if million_note(budget) is not None:
         if option:
             why = f"a {budget.tokens:,}-token prompt"
         elif budget.shortfall:
@@ -116,10 +147,41 @@ def recall_shortfalls(*, requested: int | None, profile_context: int | None, max
             why = f"{source} {context:,} tokens of context, less than a million"
         else:
             why = budget.explanation
-        at = f"at {budget.tokens:,} tokens, not {MILLION_TOKENS:,}"
-        found.append(Shortfall("long_context", "recall_1m", "test_recall.py", "prompt tokens", MILLION_TOKENS,
-                               budget.tokens, option, why, at, f"million-token recall ran {at}"))
+        at = _million_at(budget)
+        # What the check is named for: a million, or the model's own context when that is all it has.
+        declared = context if context is not None and context < MILLION_TOKENS else MILLION_TOKENS
+        summary = f"million-token recall {at}" if declared < MILLION_TOKENS else f"million-token recall ran {at}"
+        found.append(Shortfall("long_context", "recall_1m", "test_recall.py", "prompt tokens", declared,
+                               budget.tokens, option, why, at, summary))
     return found
+
+
+def trials_shortfalls(*, requested: int | None, profile_trials: Mapping[str, int],
+                      profile_name: str) -> list[Shortfall]:
+    """Each kind of trial judged on fewer samples (``--trials=K``) than the model profile or the default asks.
+
+    What the cut costs is said as the 95% Wilson lower bound a check's all-pass proves: 1/1 bounds
+    the pass rate at 20.7%, 5/5 at 56.6%, so an engine fault hitting one request in five passes.
+    """
+    if requested is None:
+        return []
+    found = []
+    for kind, default in DEFAULT_SAMPLES.items():
+        asked = profile_trials.get(kind, default)
+        if requested >= asked:
+            continue
+        source = (f"model profile {profile_name!r} asks (trials: {kind}: {asked})" if kind in profile_trials
+                  else "the default asks")
+        why = (f"each {kind} check sends {requested} sample(s), not the {asked} {source}: all passing bounds its "
+               f"pass rate at {_all_pass_bound(requested)} (95% Wilson lower bound), not {_all_pass_bound(asked)}")
+        at = f"at {requested} of {asked} samples"
+        found.append(Shortfall("trials", kind, "", "samples per check", asked, requested, f"--trials={requested}",
+                               why, at, f"{kind} trials {at} per check", trial_kind=kind))
+    return found
+
+
+def _all_pass_bound(samples: int) -> str:
+    return f"{100 * Proportion(samples, samples).lower:.1f}%"
 
 
 def throughput_shortfalls(*, shapes: str, rounds: int, cells: Iterable[Any],

@@ -11,7 +11,9 @@ lower bound, like the seeds' tables (seed 001: disabled 0/3, enabled 3/3).
 A sample fails by raising ``AssertionError``; its message is the sample's reason (a failed
 request fails through ``assertions.reply_of``, which raises one). Each failing sample is a
 problem of its own (with its number) when the trial fails: an expected-failure record must
-describe every failing sample, not only the first (:meth:`TrialResult.failure`). Any other exception (a
+describe every failing sample, not only the first (:meth:`TrialResult.failure`); a check that
+words its failure from the whole result (a count of answers) lists every problem it finds, each
+its own line, never the first alone. Any other exception (a
 skip, ``pytest.fail``, a bug in the check) is not a sample's result: it propagates
 unchanged once every sample has finished, so no request is left running.
 
@@ -26,7 +28,7 @@ import asyncio
 import contextvars
 import math
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -180,18 +182,21 @@ class TrialResult:
         return [f"sample {sample.number}: {problem}" for sample in self.samples if not sample.passed
                 for problem in (sample.problems or (sample.reason,))]
 
-    def failure(self, lead: str | None = None) -> AssertionError:
+    def failure(self, lead: str | Sequence[str] | None = None) -> AssertionError:
         """The check's failure when the rule is not met.
 
         One failing problem in all: :meth:`failure_message`, as a single-shot check words it.
         More (a second failing sample, or a sample with several problems): a
         :class:`SeveralProblems` listing each failing sample's problems under the figure, so
         each is matched by an expected-failure record on its own. A ``lead`` words the
-        failure from every sample at once and stays one problem.
+        failure from every sample at once: one problem (a text), or several (a list: the count
+        of wrong answers and each failed request, say), each matched on its own.
         """
-        problems = self.problems()
-        if lead is not None or len(problems) <= 1:
-            return AssertionError(self.failure_message(lead))
+        worded = [] if lead is None else [lead] if isinstance(lead, str) else list(lead)
+        # A lead that found nothing to say leaves the samples' own words.
+        problems = worded or self.problems()
+        if len(problems) <= 1:
+            return AssertionError(self.failure_message(worded[0] if worded else None))
         return SeveralProblems(problems, header=f"failing samples [trials: {self.count} passed, rule: {self.rule}]")
 
     def csv_table(self) -> str:

@@ -36,7 +36,7 @@
 #   tokens its first document and the million-token one took 53 s and 58 s of its run (2026-12-03);
 #   on vLLM the recall checks took 159 s of its run at 2,048 tokens, 117 s at 1,024 (2026-12-04).
 #   Pretrained Gemma 3 270M continues the document at every size tried (the records), and llama.cpp's
-#   recall checks stop first at its streams' missing usage (an engine record); the README's command
+#   recall checks report its streams' missing usage (an engine record) beside the answer; the README's command
 #   runs recall at 7,000.
 # - vLLM's functional checks on six xdist workers, llama.cpp's on one: the same requests, as many
 #   in flight as each engine serves best. vLLM's CPU build batches its decoding (about 65 ms a token

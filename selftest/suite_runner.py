@@ -24,7 +24,8 @@ from pathlib import Path
 
 import pytest
 
-__all__ = ["NO_LATENCY", "REPO", "SMALLER_MEASUREMENTS", "failed", "run_suite"]
+__all__ = ["ENGINE_WITHOUT_VIDEO", "NO_LATENCY", "REPO", "SMALLER_MEASUREMENTS", "engine_without_video", "failed",
+           "run_suite"]
 
 REPO = Path(__file__).resolve().parent.parent
 PACKAGE = "engine_acceptance"
@@ -44,6 +45,22 @@ NO_LATENCY = ("--reference-latency=0,0",)
 
 SMALLER_MEASUREMENTS = ("--throughput-rounds=1", "--media-shapes=image-512@1x2,video-16frames@1x2",
                         "--tool-accuracy-cases=40", "--recall-tokens=65536")
+
+
+# The engine profile engine_without_video writes: generic's, naming no way to send a video.
+ENGINE_WITHOUT_VIDEO = "plain-serve"
+
+
+def engine_without_video(folder: Path) -> str:
+    """A profiles dir (for ``--profiles-dir``) holding :data:`ENGINE_WITHOUT_VIDEO`: the generic engine profile
+    with ``video_content_type: null``, so no video can be sent, probed or checked."""
+    text = (REPO / "fixtures" / "profiles" / "engines" / "generic.yaml").read_text(encoding="utf-8")
+    assert "  video_content_type: video_url\n" in text, "generic.yaml no longer names video_url"
+    (folder / "engines").mkdir(parents=True, exist_ok=True)
+    (folder / "engines" / f"{ENGINE_WITHOUT_VIDEO}.yaml").write_text(
+        text.replace("name: generic", f"name: {ENGINE_WITHOUT_VIDEO}").replace(
+            "  video_content_type: video_url\n", "  video_content_type: null\n"), encoding="utf-8")
+    return str(folder)
 
 
 def run_suite(pytester: pytest.Pytester, *args: str,

@@ -1,8 +1,9 @@
 """Measurements run smaller than declared are said: computed from the options and the profile, shown in the verdict.
 
 CI runs recall at 7,000 of the 32,768 tokens gemma-3-270m declares, the "million-token"
-checks at 7,000 too, and throughput at two rounds and one media cell; before, the verdict
-said none of it. These tests pin what each shortfall says and where the verdict shows it.
+checks at 7,000 too, throughput at two rounds and one media cell, and one sample per
+model-behaviour check (``--trials=1``); before, the verdict said none of it. These tests pin
+what each shortfall says and where the verdict shows it.
 """
 
 from __future__ import annotations
@@ -14,12 +15,15 @@ from engine_acceptance.profiles.profile import load_model_profile
 from engine_acceptance.pytest_plugin.allure_report import shortfall_facts
 from engine_acceptance.pytest_plugin import gate_json, gate_table
 from engine_acceptance.pytest_plugin.verdict import COVERS_PROPERTY, GateCollector
+from engine_acceptance.recall.haystack import recall_budget
 from engine_acceptance.shortfalls import (
     MILLION_TOKENS,
+    TRIAL_KIND_PROPERTY,
     media_shortfalls,
     million_note,
     recall_shortfalls,
     throughput_shortfalls,
+    trials_shortfalls,
 )
 
 FIELD = 31_000  # fixtures/prompts/recall.yaml: seed 001's 32K variant
@@ -40,9 +44,10 @@ def test_ci_recall_at_7000_of_32768_declared_is_two_shortfalls_naming_the_option
     assert recall.summary == "recall at 7,000 of 32,768 declared tokens"
     assert recall.why == ("less than the 31,000-token prompt of the 32,768-token context declared by model "
                           "profile 'gemma'")
-    assert (million.capability, million.declared, million.ran) == ("long_context", MILLION_TOKENS, 7000)
-    assert million.summary == "million-token recall ran at 7,000 tokens, not 1,048,576"
-    assert million.check_result("passed") == "passed at 7,000 tokens, not 1,048,576"
+    # The million-token check is measured against the 32,768 tokens the model has, not a million it never had.
+    assert (million.capability, million.declared, million.ran) == ("long_context", 32_768, 7000)
+    assert million.summary == "million-token recall at 7,000 of the 32,768 tokens the model declares"
+    assert million.check_result("passed") == "passed at 7,000 of the 32,768 tokens the model declares"
     assert million.reason() == "--recall-tokens=7000: a 7,000-token prompt"
 
 
@@ -52,12 +57,35 @@ def test_recall_at_the_declared_size_is_no_shortfall_but_a_million_check_on_32k_
     assert found["recall_1m"].option is None
     assert found["recall_1m"].why == "model profile 'gemma' declares 32,768 tokens of context, less than a million"
     assert found["recall_1m"].ran == 32_768 - ROOM
+    assert found["recall_1m"].summary == "million-token recall at 31,680 of the 32,768 tokens the model declares"
 
 
 def test_a_million_token_context_has_no_shortfall() -> None:
     assert _recall(profile_context=MILLION_TOKENS, max_model_len=MILLION_TOKENS) == {}
-    assert million_note(MILLION_TOKENS - ROOM) is None
-    assert million_note(7000) == "ran at 7,000 tokens, not 1,048,576"
+    budget = recall_budget(requested=None, profile_context=MILLION_TOKENS, max_model_len=MILLION_TOKENS)
+    assert million_note(budget) is None
+
+
+def test_the_million_check_below_a_million_names_the_context_the_model_has_or_a_million() -> None:
+    declared = recall_budget(requested=7000, profile_context=131_072, max_model_len=None)
+    assert million_note(declared) == "ran at 7,000 of the 131,072 tokens the model declares"
+    # No context declared: the engine's advertised one is the measure, and it says so.
+    advertised = recall_budget(requested=7000, profile_context=None, max_model_len=131_072)
+    assert million_note(advertised) == "ran at 7,000 of the 131,072 tokens the engine advertises (max_model_len)"
+    # A million or more, or nothing known: the check is measured against the million it is named for.
+    assert million_note(recall_budget(requested=7000, profile_context=MILLION_TOKENS, max_model_len=None)) == \
+        "ran at 7,000 tokens, not 1,048,576"
+    assert million_note(recall_budget(requested=7000, profile_context=None, max_model_len=None)) == \
+        "ran at 7,000 tokens, not 1,048,576"
+    # A profile declaring 131,072 on an engine advertising it: the shortfall is declared against 131,072.
+    [million] = [s for s in recall_shortfalls(requested=7000, profile_context=131_072, max_model_len=131_072,
+                                              profile_name="long", field_tokens=FIELD) if s.check == "recall_1m"]
+    assert (million.declared, million.ran) == (131_072, 7000)
+    assert million.summary == "million-token recall at 7,000 of the 131,072 tokens the model declares"
+    # A profile declaring a million on an engine advertising 131,072: still a million, with the engine's shortfall.
+    [short] = [s for s in recall_shortfalls(requested=None, profile_context=MILLION_TOKENS, max_model_len=131_072,
+                                            profile_name="m3", field_tokens=FIELD) if s.check == "recall_1m"]
+    assert short.declared == MILLION_TOKENS and short.summary.endswith("tokens, not 1,048,576")
 
 
 def test_recall_tokens_above_the_field_size_leave_recall_whole_and_the_million_check_short() -> None:
@@ -151,24 +179,25 @@ def test_the_verdict_shows_a_shortfall_in_the_row_gate_json_and_the_table_and_st
     assert gate.passed, gate.gate_failures()
     row = next(row for row in gate.capability_rows() if row.name == "long_context")
     assert row.result == ("passed; recall at 7,000 of 32,768 declared tokens; "
-                          "million-token recall ran at 7,000 tokens, not 1,048,576")
+                          "million-token recall at 7,000 of the 32,768 tokens the model declares")
     entries = gate_json.document(gate)["shortfalls"]
     assert [(e["capability"], e["check"], e["declared"], e["ran"], e["option"]) for e in entries] == [
         ("long_context", "recall", 32_768, 7000, "--recall-tokens=7000"),
-        ("long_context", "recall_1m", MILLION_TOKENS, 7000, "--recall-tokens=7000"),
+        ("long_context", "recall_1m", 32_768, 7000, "--recall-tokens=7000"),
     ]
     assert entries[1]["checks"] == [{
         "id": "tests/test_recall.py::test_million_token_prompt_returns_the_three_codes_exactly_as_json",
-        "outcome": "passed", "result": "passed at 7,000 tokens, not 1,048,576"}]
+        "outcome": "passed", "result": "passed at 7,000 of the 32,768 tokens the model declares"}]
     lines = gate_table.lines(gate)
-    assert ("  SHORTFALL (long_context): million-token recall ran at 7,000 tokens, not 1,048,576 "
-            "[--recall-tokens=7000: a 7,000-token prompt]; checks: 1 passed at 7,000 tokens, not 1,048,576") in lines
+    assert ("  SHORTFALL (long_context): million-token recall at 7,000 of the 32,768 tokens the model declares "
+            "[--recall-tokens=7000: a 7,000-token prompt]; checks: 1 passed at 7,000 of the 32,768 tokens the "
+            "model declares") in lines
     assert lines[-1] == "GATE: PASS"
     assert shortfall_facts(entries) == {
         "shortfall.1.recall": "recall at 7,000 of 32,768 declared tokens (--recall-tokens=7000: less than the "
                               "31,000-token prompt of the 32,768-token context declared by model profile 'gemma')",
-        "shortfall.2.recall_1m": "million-token recall ran at 7,000 tokens, not 1,048,576 (--recall-tokens=7000: "
-                                 "a 7,000-token prompt)",
+        "shortfall.2.recall_1m": "million-token recall at 7,000 of the 32,768 tokens the model declares "
+                                 "(--recall-tokens=7000: a 7,000-token prompt)",
     }
 
 
@@ -198,4 +227,61 @@ def test_a_check_failing_at_a_smaller_size_says_the_size_and_fails_the_gate() ->
     _report(gate, "tests/test_recall.py::test_million_token_prompt_tokens_match_the_engines_count", "recall_1m",
             "failed")
     assert not gate.passed
-    assert gate_json.document(gate)["shortfalls"][0]["checks"][0]["result"] == "failed at 7,000 tokens, not 1,048,576"
+    assert gate_json.document(gate)["shortfalls"][0]["checks"][0]["result"] == \
+        "failed at 7,000 of the 32,768 tokens the model declares"
+
+
+def test_trials_below_the_default_or_the_profile_are_a_shortfall_per_kind_saying_what_the_cut_costs() -> None:
+    assert trials_shortfalls(requested=None, profile_trials={}, profile_name="reference") == []
+    # CI's --trials=1: every kind asking more than one sample; recall asks one (each sample is the long prompt).
+    found = {s.check: s for s in trials_shortfalls(requested=1, profile_trials={"tools": 2}, profile_name="gemma")}
+    assert set(found) == {"answers", "thinking", "tools", "image"}
+    thinking = found["thinking"]
+    assert (thinking.capability, thinking.measure, thinking.declared, thinking.ran, thinking.option) == (
+        "trials", "samples per check", 5, 1, "--trials=1")
+    assert thinking.summary == "thinking trials at 1 of 5 samples per check"
+    assert thinking.reason() == ("--trials=1: each thinking check sends 1 sample(s), not the 5 the default asks: all "
+                                 "passing bounds its pass rate at 20.7% (95% Wilson lower bound), not 56.6%")
+    assert thinking.check_result("passed") == "passed at 1 of 5 samples"
+    # The profile's own count is the measure where it names one, and the cut says whose it is.
+    assert found["tools"].declared == 2 and "model profile 'gemma' asks (trials: tools: 2)" in found["tools"].why
+    # As many as asked, or more: no shortfall.
+    assert trials_shortfalls(requested=5, profile_trials={}, profile_name="reference") == []
+    assert [s.check for s in trials_shortfalls(requested=3, profile_trials={}, profile_name="r")] == ["thinking"]
+
+
+def _trial(gate: GateCollector, nodeid: str, marker: str, kind: str, covers: str, outcome: str = "passed") -> None:
+    when = "call" if outcome != "skipped" else "setup"
+    gate.add(nodeid, [marker], when, outcome, None, "('x', 1, 'Skipped: not served')" if outcome == "skipped" else "",
+             [(COVERS_PROPERTY, covers), (TRIAL_KIND_PROPERTY, kind)])
+
+
+def test_a_trials_cut_is_shown_on_the_checks_of_its_kind_and_the_rows_they_cover() -> None:
+    found = {s.check: s for s in trials_shortfalls(requested=1, profile_trials={}, profile_name="reference")}
+    gate = _gate(*found.values())
+    _trial(gate, "tests/test_image.py::test_chart_values[non-streamed]", "image", "image", "image")
+    _trial(gate, "tests/test_video.py::test_video_background_colors_are_listed_in_order[mp4]", "video", "image",
+           "video")
+    _trial(gate, "tests/test_thinking.py::test_disabled[non-streamed]", "thinking", "thinking", "thinking_modes",
+           "skipped")
+    # A check of the same module that samples once (a protocol check) is not under the cut.
+    gate.add("tests/test_image.py::test_corrupt", ["image"], "call", "passed", None, "", [(COVERS_PROPERTY, "image")])
+    gate.allow_untested = frozenset({"thinking_modes"})
+    assert gate.passed, gate.gate_failures()
+    entries = gate_json.document(gate)["shortfalls"]
+    # The thinking check skipped: it sent no sample, so its kind's cut is not listed.
+    assert [(e["capability"], e["check"], [c["id"].split("::")[0] for c in e["checks"]]) for e in entries] == [
+        ("trials", "image", ["tests/test_image.py", "tests/test_video.py"])]
+    assert entries[0]["checks"][0]["result"] == "passed at 1 of 3 samples"
+    rows = {row.name: row.result for row in gate.capability_rows()}
+    assert rows["image"] == "passed; image trials at 1 of 3 samples per check"
+    assert rows["video"] == "passed; image trials at 1 of 3 samples per check"
+    assert "trials" not in rows["thinking_modes"]
+    lines = gate_table.lines(gate)
+    assert ("  SHORTFALL (trials): image trials at 1 of 3 samples per check [--trials=1: each image check sends 1 "
+            "sample(s), not the 3 the default asks: all passing bounds its pass rate at 20.7% (95% Wilson lower "
+            "bound), not 43.9%]; checks: 2 passed at 1 of 3 samples") in lines
+    assert shortfall_facts(entries) == {
+        "shortfall.1.image": "image trials at 1 of 3 samples per check (--trials=1: each image check sends 1 "
+                             "sample(s), not the 3 the default asks: all passing bounds its pass rate at 20.7% (95% "
+                             "Wilson lower bound), not 43.9%)"}

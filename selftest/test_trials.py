@@ -256,3 +256,28 @@ async def test_a_sample_with_several_problems_gives_each_its_own_line() -> None:
     failure = (await run_trials(sample, TrialRule(1))).failure()
     assert isinstance(failure, SeveralProblems)
     assert failure.problems == ("sample 1: usage.total_tokens=3 but 1 + 1 = 2", "sample 1: usage.prompt_tokens is 0")
+
+
+# --- a check that words its failure from the whole result lists every problem (issue 39) ---------
+
+MINIMAX_240 = "seed-minimax-m3.yaml#0"
+
+
+async def test_a_lead_of_several_problems_keeps_each_failed_request_apart_from_the_count() -> None:
+    """The 240 check's count is recorded; a request that failed beside it is not, and must not hide behind it."""
+    from engine_acceptance.pytest_plugin.records import judge
+
+    result = await run_trials(_failing_at({1, 2, 3, 4, 5}), TrialRule(5))
+    count = "thinking disabled: 0/5 correct answers to the 240 question (answers: 264, 264, 264; contents: [])"
+    failed = ["sample 4: non-streamed request to http://h/v1/chat/completions failed: HTTP 500: {}",
+              "sample 5: non-streamed request to http://h/v1/chat/completions failed: timeout: total timeout"]
+    failure = result.failure([count, *failed])
+    assert failure.problems == (count, *failed)
+    records = [record for record in load_expectations() if record.origin == MINIMAX_240]
+    matched, line = judge(records, failure, f"engine_acceptance.assertions.SeveralProblems: {failure}")
+    assert matched == records and line is not None and "(2 of 3 problems described by no record)" in line, line
+    # The count alone is one problem, worded as before with the figure; so is one failed request alone.
+    assert str(result.failure([count])) == f"{count} [trials: 0/5 passed, rule: all 5]"
+    assert str(result.failure(failed[:1])) == f"{failed[0]} [trials: 0/5 passed, rule: all 5]"
+    # A lead that found nothing to say leaves the samples' own words.
+    assert result.failure([]).problems == tuple(result.problems())

@@ -40,12 +40,7 @@ CASES: dict[str, Any] = load_prompts("image")["corrupt"]
 def _content_type(part: str, engine_profile: EngineProfile) -> str | None:
     if part == "image":
         return "image_url"
-    return engine_profile.features.get("video_content_type") or None
-
-
-def _no_video_reason(engine_profile: EngineProfile) -> str:
-    return (f"engine profile {engine_profile.name!r} ({engine_profile.source}) does not say how video is sent "
-            "(features.video_content_type is not set)")
+    return engine_profile.video_content_type
 
 
 def _media_request(content_type: str, url: str) -> dict[str, Any]:
@@ -90,7 +85,7 @@ async def test_corrupt_media_is_rejected_with_4xx_and_an_error_body(chat, engine
     sample = media.corrupt_sample(sample_id)
     content_type = _content_type(sample.part, engine_profile)
     if content_type is None:
-        pytest.skip(_no_video_reason(engine_profile))
+        pytest.skip(engine_profile.no_video_reason())
     exchange = await chat(_media_request(content_type, sample.url), stream=False, label=f"corrupt {sample_id}")
     problem = refusal_problem(exchange)
     assert problem is None, f"corrupt sample {sample_id} ({sample.what}), sent as {content_type}: {problem}"
@@ -105,7 +100,7 @@ async def test_media_a_text_only_model_cannot_take_is_refused_with_4xx(chat, mod
                     "what the model reads")
     content_type = _content_type(capability, engine_profile)
     if content_type is None:
-        pytest.skip(_no_video_reason(engine_profile))
+        pytest.skip(engine_profile.no_video_reason())
     name = CASES["unsupported"][capability]
     attach_media(name)
     exchange = await chat(_media_request(content_type, media.data_uri(name)), stream=False,

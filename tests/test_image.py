@@ -6,7 +6,8 @@ colour words, numbers with or without units. Each check attaches a thumbnail of
 what it sent next to the model's reply, and runs streamed and not, as a trial of kind
 ``image`` (K samples sent together, at least READ_SHARE of them right). Where discovery found
 image input broken (answered 200 but not counted in prompt_tokens: dropped), each failure
-message leads with that finding, so a wrong colour is not mistaken for the model's.
+message leads with that finding, so a wrong colour is not mistaken for the model's; a record
+is matched without that lead (docs/profiles-and-records.md), in the words of the problem.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 import pytest
 
 from engine_acceptance.media import library as media
-from engine_acceptance.assertions import no_answer, reply_of, short
+from engine_acceptance.assertions import assert_no_problems, no_answer, reply_of, short
 from engine_acceptance.media.messages import (
     COLOR_WORDS,
     attach_media,
@@ -87,12 +88,15 @@ async def test_chart_values_are_read_and_the_dropping_quarter_is_named(chat, str
     async def sample() -> None:
         answer = await _ask(chat, case["prompt"], files, stream=stream, why=why, max_tokens=max_tokens)
         values = case["values"]
-        assert values_in_order(answer, list(values.values())), (
-            f"{why}expected the values {', '.join(f'{q}={v}' for q, v in values.items())} in this order; "
-            f"the answer has the numbers {numbers_in(answer)}: {short(answer)!r}")
-        assert drop_clause(answer, case["dropped"]), (
-            f"{why}expected {case['dropped']} named as the quarter that dropped from the one before; "
-            f"no sentence names it with a word for a drop: {short(answer)!r}")
+        # Two readings of one answer: each judged, so a record of one leaves the other judged.
+        problems = []
+        if not values_in_order(answer, list(values.values())):
+            problems.append(f"{why}expected the values {', '.join(f'{q}={v}' for q, v in values.items())} in this "
+                            f"order; the answer has the numbers {numbers_in(answer)}: {short(answer)!r}")
+        if not drop_clause(answer, case["dropped"]):
+            problems.append(f"{why}expected {case['dropped']} named as the quarter that dropped from the one before; "
+                            f"no sentence names it with a word for a drop: {short(answer)!r}")
+        assert_no_problems(problems)
 
     await trials(sample)
 

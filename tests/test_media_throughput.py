@@ -4,7 +4,10 @@ One check per media input (``image-512``, ``image-1024``, ``two-images-512``,
 ``video-16frames``); it measures each selected concurrency of that input (one
 warm-up wave, then ``--throughput-rounds`` rounds of 16 requests; ``--media-shapes``
 picks fewer), reports req/s and median E2E as the median of rounds with min-max,
-and fails when a request failed or a reply named the wrong colours. The same
+the reasoning's and the answer's first token and tokens apart (chat: the reference engine
+and a model with a reasoning parser reason before they answer), cached prompt tokens and the
+draft acceptance where the engine reports them, and fails when a request failed or a reply
+named the wrong colours. The same
 media goes out in every request, as in seed 001, so the report notes that an
 engine's processor cache may serve repeats. Runs alone, with the fixed-length
 smoke: ``pytest -m throughput``.
@@ -20,6 +23,8 @@ import pytest
 
 from engine_acceptance.load.media.cells import CACHE_NOTE, MediaCell, media_table_html, select_media_cells
 from engine_acceptance.load.media.workload import MediaWorkload
+from engine_acceptance.load.output_split import acceptance_rate_properties
+from engine_acceptance.load.spec_decode import spec_decode_counters
 from engine_acceptance.load.workload import LoadContext
 from engine_acceptance.report_attachments import attach_json
 from engine_acceptance.assertions import assert_no_problems
@@ -55,17 +60,17 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 def _content_type(kind: str, engine_profile) -> str:
     if kind == "image":
         return "image_url"
-    content_type = engine_profile.features.get("video_content_type")
+    content_type = engine_profile.video_content_type
     if not content_type:
-        pytest.skip(f"engine profile {engine_profile.name!r} ({engine_profile.source}) does not say how video is sent "
-                    "(features.video_content_type is not set)")
+        pytest.skip(engine_profile.no_video_reason())
     return content_type
 
 
 async def test_media_load_is_served_in_full_with_the_right_answers(
         media_load, acceptance, engine_profile, model_profile, suite_options, throughput_write, request) -> None:
     workload = MediaWorkload(LoadContext(acceptance.target, progress=throughput_write,
-                                         content_type=_content_type(media_load.kind, engine_profile)))
+                                         content_type=_content_type(media_load.kind, engine_profile),
+                                         counters=spec_decode_counters(acceptance.target, engine_profile)))
     settings = workload.settings(suite_options)
     # This input's cells, capped by the model profile as every long reply is: a model that never stops runs to the cap.
     cells = [replace(cell, input=replace(cell.input, max_tokens=model_profile.output_budget(cell.input.max_tokens)))
@@ -77,6 +82,8 @@ async def test_media_load_is_served_in_full_with_the_right_answers(
     # Every request's latencies, for a later diff of two runs (engine-acceptance diff, docs/diff.md).
     request.node.user_properties.append(cells_property([r.bundle_entry(workload.context.content_type)
                                                         for r in results]))
+    # Each cell's draft acceptance as k of n (accepted of draft tokens), where the engine counts them.
+    request.node.user_properties.extend(acceptance_rate_properties(r.split_cell() for r in results))
     title = f"media throughput {media_load.name}"
     allure.attach(media_table_html(title, results), name=f"{title}: table", attachment_type=allure.attachment_type.HTML)
     attach_json(f"{title}: every round", [r.as_dict() for r in results], acceptance.redactor)

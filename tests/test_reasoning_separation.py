@@ -12,7 +12,7 @@ from __future__ import annotations
 import allure
 import pytest
 
-from engine_acceptance.assertions import markers_found, no_answer, reply_of, short
+from engine_acceptance.assertions import assert_no_problems, markers_found, no_answer, reply_of, short
 
 # Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
 pytestmark = [pytest.mark.asyncio, pytest.mark.text, pytest.mark.streaming]
@@ -31,11 +31,13 @@ async def test_reasoning_arrives_in_the_reasoning_field_not_in_content(chat, pro
     allure.attach(", ".join(reply.reasoning_fields) or "none", name="reasoning field used",
                   attachment_type=allure.attachment_type.TEXT)
     leaked = markers_found(reply.content, model_profile.reasoning_markers)
-    assert reply.reasoning.strip(), (
-        "the reasoning field (reasoning / reasoning_content) is empty"
-        + (f" and content holds reasoning markers {leaked}: {short(reply.content)!r}" if leaked else "")
-    )
-    assert reply.content.strip(), no_answer(reply, "content is empty: the answer is missing next to the reasoning")
+    problems = []
+    if not reply.reasoning.strip():
+        problems.append("the reasoning field (reasoning / reasoning_content) is empty"
+                        + (f" and content holds reasoning markers {leaked}: {short(reply.content)!r}" if leaked else ""))
+    if not reply.content.strip():
+        problems.append(no_answer(reply, "content is empty: the answer is missing next to the reasoning"))
+    assert_no_problems(problems)
 
 
 async def test_content_holds_no_reasoning_markers(chat, prompts, model_profile, stream) -> None:

@@ -11,7 +11,8 @@ Marker ``recall_1m``: seed 000's million-token case. Three independent codes at 
 MiniMax-M3), returned as JSON. One streamed request; TTFT and E2E are reported.
 
 Every reply must be whole (stream ended with [DONE], usage present, a valid finish
-reason) and every code exact. The prompt's tokens are counted locally (--tokenizer)
+reason) and every code exact; a check reports each of these problems on its own, so a record
+of one (a stream without usage) leaves the codes judged. The prompt's tokens are counted locally (--tokenizer)
 or by the engine's /tokenize, and ``usage.prompt_tokens`` must match the engine's own
 count of the same conversation (fixtures/prompts/recall.yaml declares the tolerance).
 With neither, the prompt is built to a calibrated character budget: the answers are
@@ -42,8 +43,7 @@ from engine_acceptance.recall.haystack import RecallBudget
 from engine_acceptance.shortfalls import SIZE_PROPERTY, million_note
 from engine_acceptance.wire.reassembly import Reply
 from engine_acceptance.recall.answers import code_problems, codes_in, json_codes
-from engine_acceptance.recall.cases import (FIELD_KEYS, NO_COUNT_REASON, RecallRun, field_case, field_cases, field_prefix,
-                                            million_case)
+from engine_acceptance.recall.cases import FIELD_KEYS, RecallRun, field_case, field_cases, field_prefix, million_case
 from engine_acceptance.trials import current_sample
 
 # Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
@@ -55,8 +55,15 @@ def _key_id(case: tuple[float, int]) -> str:
     return f"depth{round(depth * 100)}-key{key}"
 
 
-def _whole_reply(run: RecallRun, request: pytest.FixtureRequest) -> Reply:
-    """The reply, after checking it arrived whole; TTFT and E2E go into the report."""
+def _whole_reply(run: RecallRun, request: pytest.FixtureRequest, *,
+                 usage_judged_apart: bool = False) -> tuple[Reply, list[str]]:
+    """The reply and what is wrong with its stream; TTFT and E2E go into the report.
+
+    A stream with a problem (no [DONE], no usage) still carries an answer to judge: the
+    problems are returned, for the check to report beside its own, each on its own, so a
+    record of one (llama.cpp's missing usage) leaves the others judged. `usage_judged_apart`:
+    the accounting checks say themselves that usage is missing.
+    """
     timing = run.timing()
     request.node.user_properties += [("ttft_s", timing["ttft_s"]), ("e2e_s", timing["e2e_s"]),
                                      ("prompt_tokens_built", run.haystack.tokens),
@@ -67,10 +74,14 @@ def _whole_reply(run: RecallRun, request: pytest.FixtureRequest) -> Reply:
         pytest.fail(f"the recall request ({run.haystack.tokens_label} tokens) failed after "
                     f"{exchange.elapsed_s:.1f} s: {exchange.describe_failure()}")
     reply = exchange.reply
-    assert reply.done_received, f"the stream did not end with data: [DONE] ({'; '.join(reply.problems)})"
-    assert reply.usage is not None, "the streamed reply has no usage although stream_options.include_usage was set"
-    assert reply.finish_reason_is_valid, f"finish_reason {reply.finish_reason!r} is not a valid value"
-    return reply
+    problems = []
+    if not reply.done_received:
+        problems.append(f"the stream did not end with data: [DONE] ({'; '.join(reply.problems)})")
+    if reply.usage is None and not usage_judged_apart:
+        problems.append("the streamed reply has no usage although stream_options.include_usage was set")
+    if not reply.finish_reason_is_valid:
+        problems.append(f"finish_reason {reply.finish_reason!r} is not a valid value")
+    return reply, problems
 
 
 def _prompt_size(run: RecallRun) -> str:
@@ -86,7 +97,7 @@ def _skip_accounting_unless_countable(recall_runner, case) -> None:
     """The accounting needs a count of the prompt; without one only the answers can be checked."""
     recall_runner.check_context(case)
     if not recall_runner.exact:
-        pytest.skip(NO_COUNT_REASON)
+        pytest.skip(recall_runner.no_count_reason)
 
 
 def _cut_note(reply: Reply) -> str:
@@ -95,7 +106,7 @@ def _cut_note(reply: Reply) -> str:
 
 def _say_million_size(budget: RecallBudget, request: pytest.FixtureRequest) -> None:
     """Below a million tokens the check is not the million-token check: its title and status say the size."""
-    note = million_note(budget.tokens)
+    note = million_note(budget)
     if note is not None:
         allure.dynamic.title(f"{request.node.name}: {note}")
         request.node.user_properties.append((SIZE_PROPERTY, note))
@@ -120,11 +131,11 @@ async def test_field_extraction_returns_the_asked_key_exactly(recall_runner, rec
 
     async def sample() -> None:
         run = await _samples_of(recall_runner, first)
-        reply = _whole_reply(run, request)
+        reply, stream_problems = _whole_reply(run, request)
         expected = [needle for needle in run.haystack.needles if needle.code.startswith(prefix + "-")]
         problems = code_problems(expected, codes_in(reply.content), [n.code for n in run.haystack.needles])
         # Each problem names the key, so a record is matched in each one's own words.
-        assert_no_problems([f"asked for the key {prefix}-…: {problem}" for problem in problems],
+        assert_no_problems(stream_problems + [f"asked for the key {prefix}-…: {problem}" for problem in problems],
                            detail=f"{_cut_note(reply)}; the answer was {short(reply.content)!r}")
 
     await trials(sample)
@@ -140,11 +151,11 @@ async def test_field_extraction_control_without_the_key_answers_not_found(recall
 
     async def sample() -> None:
         run = await _samples_of(recall_runner, first)
-        reply = _whole_reply(run, request)
-        says_not_found = spec["not_found"] in reply.content and not codes_in(reply.content)
-        assert says_not_found, \
-            f"the document has no key {spec['control_prefix']}-…, so the answer must be {spec['not_found']}; " \
-            f"it was {short(reply.content)!r}{_cut_note(reply)}"
+        reply, problems = _whole_reply(run, request)
+        if not (spec["not_found"] in reply.content and not codes_in(reply.content)):
+            problems.append(f"the document has no key {spec['control_prefix']}-…, so the answer must be "
+                            f"{spec['not_found']}; it was {short(reply.content)!r}{_cut_note(reply)}")
+        assert_no_problems(problems)
 
     await trials(sample)
 
@@ -157,7 +168,6 @@ async def test_field_extraction_prompt_tokens_match_the_engines_count(recall_run
     _skip_accounting_unless_countable(recall_runner, case)
     run = await recall_runner.run(case, together=field_cases(recall_prompts, recall_tokens))
     recall_runner.attach(run)
-    _whole_reply(run, request)
     await _assert_prompt_tokens_match(recall_runner, run, recall_prompts, request)
 
 
@@ -170,12 +180,12 @@ async def test_million_token_prompt_returns_the_three_codes_exactly_as_json(reca
 
     async def sample() -> None:
         run = await _samples_of(recall_runner, first)
-        reply = _whole_reply(run, request)
+        reply, problems = _whole_reply(run, request)
         found, why = json_codes(reply.content)
-        assert found is not None, f"{why}{_cut_note(reply)}: {short(reply.content)!r}"
-        problems = code_problems(run.haystack.needles, found)
-        assert_no_problems([f"in {_prompt_size(run)}: {problem}" for problem in problems],
-                           detail=f"; the answer was {short(reply.content)!r}")
+        if found is None:
+            assert_no_problems(problems + [f"{why}{_cut_note(reply)}: {short(reply.content)!r}"])
+        problems += [f"in {_prompt_size(run)}: {problem}" for problem in code_problems(run.haystack.needles, found)]
+        assert_no_problems(problems, detail=f"; the answer was {short(reply.content)!r}")
 
     await trials(sample)
 
@@ -188,15 +198,15 @@ async def test_million_token_prompt_tokens_match_the_engines_count(recall_runner
     _skip_accounting_unless_countable(recall_runner, case)
     run = await recall_runner.run(case)
     recall_runner.attach(run)
-    _whole_reply(run, request)
     await _assert_prompt_tokens_match(recall_runner, run, recall_prompts, request)
 
 
 async def _assert_prompt_tokens_match(recall_runner, run, recall_prompts, request) -> None:
-    """usage.prompt_tokens against the engine's own count, within the declared tolerance."""
+    """usage.prompt_tokens against the engine's own count, within the declared tolerance, beside the stream's problems."""
+    # The accounting says itself when usage is missing ("no usage.prompt_tokens to compare").
+    _, problems = _whole_reply(run, request, usage_judged_apart=True)
     declared = recall_prompts["accounting"]
     accounting = await recall_runner.accounting(run, tolerance=declared["tolerance_tokens"],
                                                 template_tokens_max=declared["template_tokens_max"])
     request.node.user_properties.append(("prompt_token_difference", accounting.difference))
-    problems = accounting.problems()
-    assert_no_problems(problems, detail=f" [{accounting.describe()}]")
+    assert_no_problems(problems + accounting.problems(), detail=f" [{accounting.describe()}]")

@@ -9,6 +9,9 @@ meeting it per second) and the P50/P90/P99 of TTFT, TPOT and E2E. The check fail
 with the figures, when a cell's attainment is below the target or its goodput below
 the minimum. Sends that fell behind the schedule are counted and reported.
 
+``--slo-endpoint chat`` sends the cells as chat requests (text prompts of an estimated length):
+a reasoning model's first reasoning and first content token are then reported apart.
+
 ``--slo-search`` adds the search for the highest rate whose attainment stays at the
 target (:mod:`engine_acceptance.load.open_loop.search`), reported as a figure. Like the
 throughput smoke this is a measurement: it runs alone on the engine.
@@ -16,6 +19,7 @@ throughput smoke this is a measurement: it runs alone on the engine.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from typing import Any
 
@@ -29,6 +33,8 @@ from engine_acceptance.load.open_loop.report import slo_chart_png, slo_csv, slo_
 from engine_acceptance.load.open_loop.search import SearchPolicy, Step, search_highest_rate
 from engine_acceptance.load.open_loop.settings import OpenLoopSettings
 from engine_acceptance.load.open_loop.workload import OpenLoopResult, OpenLoopWorkload
+from engine_acceptance.load.output_split import acceptance_rate_properties
+from engine_acceptance.load.spec_decode import spec_decode_counters
 from engine_acceptance.load.workload import LoadContext
 from engine_acceptance.progress import Write, terminal_writer
 from engine_acceptance.report_attachments import attach_json
@@ -68,12 +74,13 @@ def slo_spec(open_loop_settings: OpenLoopSettings, model_profile: Any) -> SloSpe
 class CellRunner:
     """Measures open-loop cells one after another through the load interface, each with prompts of its own."""
 
-    def __init__(self, acceptance: Any, model_profile: Any, settings: OpenLoopSettings, prompts: Any,
-                 ignore_eos: bool, write: Write, processes: int | None = None) -> None:
+    def __init__(self, acceptance: Any, engine_profile: Any, model_profile: Any, settings: OpenLoopSettings,
+                 prompts: Any, write: Write, processes: int | None = None) -> None:
         # --load-processes (None: auto); each cell reports how many processes sent it.
         self.workload = OpenLoopWorkload(LoadContext(
-            acceptance.target, progress=write, prompts=prompts, ignore_eos=ignore_eos, processes=processes,
-            model_slo=model_profile.slo, model_slo_source=_slo_source(model_profile)))
+            acceptance.target, progress=write, prompts=prompts, ignore_eos=engine_profile.supports_ignore_eos,
+            processes=processes, model_slo=model_profile.slo, model_slo_source=_slo_source(model_profile),
+            counters=spec_decode_counters(acceptance.target, engine_profile)))
         self.settings = settings
         self.results: list[RateCellResult] = []
         self.outcomes: list[SloOutcome] = []
@@ -91,13 +98,15 @@ class CellRunner:
 
 def _report(title: str, spec: SloSpec, runner: CellRunner, request: pytest.FixtureRequest, write: Write,
             redactor: Any, figures: dict[str, Any]) -> None:
-    allure.attach(slo_table_html(title, spec, runner.outcomes), name=f"{title}: table",
+    splits = [result.split_cell() for result in runner.results]
+    allure.attach(slo_table_html(title, spec, runner.outcomes, splits), name=f"{title}: table",
                   attachment_type=allure.attachment_type.HTML)
-    allure.attach(slo_csv(runner.outcomes), name=f"{title}: table (CSV)", attachment_type=allure.attachment_type.CSV)
+    allure.attach(slo_csv(runner.outcomes, splits), name=f"{title}: table (CSV)",
+                  attachment_type=allure.attachment_type.CSV)
     allure.attach(slo_chart_png(title, spec, runner.outcomes), name=f"{title}: latency against rate",
                   attachment_type=allure.attachment_type.PNG)
     attach_json(f"{title}: every request", [r.as_dict() for r in runner.results], redactor)
-    for line in terminal.table_lines(OpenLoopResult(spec, tuple(runner.outcomes)).table(), title=False):
+    for line in terminal.table_lines(OpenLoopResult(spec, tuple(runner.outcomes), tuple(splits)).table(), title=False):
         write(line)
     # For gate.json and the comparison driver: each cell's figures, the SLO and its source.
     request.node.user_properties.append(("slo", json.dumps(
@@ -109,16 +118,18 @@ def _report(title: str, spec: SloSpec, runner: CellRunner, request: pytest.Fixtu
     for outcome in runner.outcomes:
         request.node.user_properties.append(rate_property(f"slo_attainment[{outcome.key}]",
                                                           outcome.attainment.successes, outcome.attainment.total))
+    # Each cell's draft acceptance as k of n (accepted of draft tokens), where the engine counts them.
+    request.node.user_properties.extend(acceptance_rate_properties(splits))
 
 
 async def test_open_loop_load_meets_the_slo_attainment_and_goodput(
         acceptance, engine_profile, model_profile, open_loop_settings: OpenLoopSettings, slo_spec: SloSpec,
         load_prompts, load_processes, slo_write: Write, request: pytest.FixtureRequest) -> None:
     cells = open_loop_settings.cells(model_profile.slo)
-    prompts = await load_prompts(max(cell.input_tokens for cell in cells))
+    prompts = await load_prompts(max(cell.input_tokens for cell in cells), text=cells[0].chat)
     slo_write(f"SLO: {slo_spec.describe()}; prompts from {prompts.source}")
-    runner = CellRunner(acceptance, model_profile, open_loop_settings, prompts, engine_profile.supports_ignore_eos,
-                        slo_write, load_processes)
+    runner = CellRunner(acceptance, engine_profile, model_profile, open_loop_settings, prompts, slo_write,
+                        load_processes)
     await runner.measure_all(cells)
     _report("SLO open-loop", slo_spec, runner, request, slo_write, acceptance.redactor, {})
     # Reported, not failed: a late send is the client's (or the machine's) miss, and its request still counts.
@@ -138,13 +149,12 @@ async def test_slo_search_reports_the_highest_rate_meeting_the_target(
     if not open_loop_settings.search:
         pytest.skip("the SLO search is off: pass --slo-search to look for the highest rate meeting the target")
     first = open_loop_settings.cells(model_profile.slo)[0]
-    prompts = await load_prompts(first.input_tokens)
-    runner = CellRunner(acceptance, model_profile, open_loop_settings, prompts, engine_profile.supports_ignore_eos,
-                        slo_write, load_processes)
+    prompts = await load_prompts(first.input_tokens, text=first.chat)
+    runner = CellRunner(acceptance, engine_profile, model_profile, open_loop_settings, prompts, slo_write,
+                        load_processes)
 
     async def run(rate: float) -> Step:
-        cell = RateCell(first.input_tokens, first.output_tokens, rate, first.requests, first.burstiness,
-                        first.seed, first.warmup_requests)
+        cell = dataclasses.replace(first, rate=rate)
         outcome = await runner.measure(cell)
         return Step(rate, outcome.attainment.rate, outcome.attainment.total, outcome.late_sends,
                     outcome.max_in_flight)

@@ -24,7 +24,8 @@ from typing import Any
 import allure
 import pytest
 
-from engine_acceptance.assertions import integers_in, markers_found, no_answer, reasoning_used_up, reply_of, short
+from engine_acceptance.assertions import (assert_no_problems, integers_in, markers_found, no_answer,
+                                       reasoning_used_up, reply_of, short)
 from engine_acceptance.profiles.profile import ModelProfile
 from engine_acceptance.profiles.request_options import with_reasoning_effort, with_thinking_mode
 from engine_acceptance.reporting.csv_text import rows_csv
@@ -35,6 +36,8 @@ from engine_acceptance.trials import TrialResult, current_sample
 pytestmark = [pytest.mark.asyncio, pytest.mark.thinking]
 
 MODES = ("disabled", "adaptive", "enabled")
+# The modes discovery finds with a thinking switch (an adaptive mode is only ever declared).
+DISCOVERED_MODES = ("disabled", "enabled")
 EFFORTS = ("low", "medium", "high")
 
 
@@ -45,8 +48,13 @@ def _question(prompts: dict[str, Any], model_profile: ModelProfile) -> dict[str,
             "max_tokens": model_profile.output_budget(case["max_tokens"])}
 
 
-def _in_mode(body: dict[str, Any], profile: ModelProfile, mode: str) -> dict[str, Any]:
+def _in_mode(body: dict[str, Any], profile: ModelProfile, mode: str, acceptance: Any) -> dict[str, Any]:
     if mode not in profile.thinking_modes:
+        broken = acceptance.broken_reason("thinking_modes")
+        if broken and mode in DISCOVERED_MODES:
+            # A switch that faulted gave discovery no modes: the check fails in the engine's words (broken is
+            # tested and fails), it does not skip as if the profile had simply named no switch.
+            pytest.fail(f"{broken}no working switch to send the {mode!r} mode with", pytrace=False)
         pytest.skip(f"model profile {profile.name!r} ({profile.source}) defines no {mode!r} thinking mode")
     return with_thinking_mode(body, profile, mode)
 
@@ -59,18 +67,21 @@ def _final_integer(text: str) -> int | None:
 @pytest.mark.requires("thinking_modes")
 @pytest.mark.trials("thinking")
 async def test_disabled_mode_answers_in_content_without_reasoning(chat, prompts, model_profile, stream,
-                                                                  trials) -> None:
-    body = _in_mode(_question(prompts, model_profile), model_profile, "disabled")
+                                                                  trials, acceptance) -> None:
+    body = _in_mode(_question(prompts, model_profile), model_profile, "disabled", acceptance)
 
     async def sample() -> None:
         reply = reply_of(await chat(body, stream=stream))
-        assert reply.content.strip(), no_answer(reply, "thinking disabled: content is empty")
-        assert not reply.reasoning.strip(), (
-            f"thinking disabled, yet the reply carries reasoning in {', '.join(reply.reasoning_fields)}: "
-            f"{short(reply.reasoning)!r}"
-        )
+        problems = []
+        if not reply.content.strip():
+            problems.append(no_answer(reply, "thinking disabled: content is empty"))
+        if reply.reasoning.strip():
+            problems.append(f"thinking disabled, yet the reply carries reasoning in "
+                            f"{', '.join(reply.reasoning_fields)}: {short(reply.reasoning)!r}")
         leaked = markers_found(reply.content, model_profile.reasoning_markers)
-        assert not leaked, f"thinking disabled, yet content holds reasoning markers {leaked}: {short(reply.content)!r}"
+        if leaked:
+            problems.append(f"thinking disabled, yet content holds reasoning markers {leaked}: {short(reply.content)!r}")
+        assert_no_problems(problems)
 
     await trials(sample)
 
@@ -78,32 +89,41 @@ async def test_disabled_mode_answers_in_content_without_reasoning(chat, prompts,
 @pytest.mark.requires("thinking_modes")
 @pytest.mark.trials("thinking")
 async def test_enabled_mode_returns_reasoning_apart_from_content(chat, prompts, model_profile, stream,
-                                                                 trials) -> None:
-    body = _in_mode(_question(prompts, model_profile), model_profile, "enabled")
+                                                                 trials, acceptance) -> None:
+    body = _in_mode(_question(prompts, model_profile), model_profile, "enabled", acceptance)
 
     async def sample() -> None:
         reply = reply_of(await chat(body, stream=stream))
         leaked = markers_found(reply.content, model_profile.reasoning_markers)
-        assert reply.reasoning.strip(), (
-            "thinking enabled, yet the reasoning field (reasoning / reasoning_content) is empty"
-            + (f" and content holds reasoning markers {leaked}" if leaked else "")
-        )
-        assert not leaked, f"reasoning markers {leaked} in content: {short(reply.content)!r}"
-        assert reply.content.strip(), "thinking enabled: " + no_answer(reply, "content is empty next to the reasoning")
+        problems = []
+        if not reply.reasoning.strip():
+            # The markers in content are the same finding as the empty field (the parser left them there).
+            problems.append("thinking enabled, yet the reasoning field (reasoning / reasoning_content) is empty"
+                            + (f" and content holds reasoning markers {leaked}" if leaked else ""))
+        elif leaked:
+            problems.append(f"reasoning markers {leaked} in content: {short(reply.content)!r}")
+        if not reply.content.strip():
+            problems.append("thinking enabled: " + no_answer(reply, "content is empty next to the reasoning"))
+        assert_no_problems(problems)
 
     await trials(sample)
 
 
 @pytest.mark.requires("thinking_modes")
 @pytest.mark.trials("thinking")
-async def test_adaptive_mode_answers_with_clean_content(chat, prompts, model_profile, stream, trials) -> None:
-    body = _in_mode(_question(prompts, model_profile), model_profile, "adaptive")
+async def test_adaptive_mode_answers_with_clean_content(chat, prompts, model_profile, stream, trials,
+                                                       acceptance) -> None:
+    body = _in_mode(_question(prompts, model_profile), model_profile, "adaptive", acceptance)
 
     async def sample() -> None:
         reply = reply_of(await chat(body, stream=stream))
-        assert reply.content.strip(), "thinking adaptive: " + no_answer(reply, "content is empty")
+        problems = []
+        if not reply.content.strip():
+            problems.append("thinking adaptive: " + no_answer(reply, "content is empty"))
         leaked = markers_found(reply.content, model_profile.reasoning_markers)
-        assert not leaked, f"reasoning markers {leaked} in content: {short(reply.content)!r}"
+        if leaked:
+            problems.append(f"reasoning markers {leaked} in content: {short(reply.content)!r}")
+        assert_no_problems(problems)
 
     await trials(sample)
 
@@ -111,9 +131,10 @@ async def test_adaptive_mode_answers_with_clean_content(chat, prompts, model_pro
 @pytest.mark.requires("thinking_modes")
 @pytest.mark.trials("thinking")
 @pytest.mark.parametrize("mode", MODES)
-async def test_thinking_mode_answers_the_240_question(chat, prompts, model_profile, mode, request, trials) -> None:
+async def test_thinking_mode_answers_the_240_question(chat, prompts, model_profile, mode, request, trials,
+                                                      acceptance) -> None:
     case = prompts["thinking"]["warehouse"]
-    body = _in_mode(_question(prompts, model_profile), model_profile, mode)
+    body = _in_mode(_question(prompts, model_profile), model_profile, mode, acceptance)
     rows: dict[int, dict[str, Any]] = {}
 
     async def sample() -> None:
@@ -128,19 +149,23 @@ async def test_thinking_mode_answers_the_240_question(chat, prompts, model_profi
         assert used_up is None, f"thinking {mode}: {used_up}"
         assert answer == case["answer"], f"thinking {mode}: answered {answer}, not {case['answer']}"
 
-    def counted(result: TrialResult) -> str:
-        unanswered = [sample for sample in result.samples if not sample.passed and sample.number not in rows]
-        if unanswered:
-            return unanswered[0].reason  # a request failed: that, not a count of answers, is the finding
-        # Every answer in the message, as seed 001 reported them (the records match the list).
+    def counted(result: TrialResult) -> list[str]:
+        """The wrong answers as one problem, the count (the records match its list), and each failed request."""
+        problems = []
         ordered = [rows[number] for number in sorted(rows)]
         used_up = next((row["used_up"] for row in ordered if row["used_up"]), None)
         if used_up is not None:
             # No answer to count: the model was still thinking when max_tokens ran out.
-            return f"thinking {mode}: {result.count} correct answers to the 240 question; {used_up}"
-        answers = ", ".join(str(row["answer"]) for row in ordered)
-        return (f"thinking {mode}: {result.count} correct answers to the 240 question "
-                f"(answers: {answers}; contents: {[row['content'] for row in ordered]})")
+            problems.append(f"thinking {mode}: {result.count} correct answers to the 240 question; {used_up}")
+        elif any(row["answer"] != case["answer"] for row in ordered):
+            # Every answer in the message, as seed 001 reported them (the records match the list).
+            answers = ", ".join(str(row["answer"]) for row in ordered)
+            problems.append(f"thinking {mode}: {result.count} correct answers to the 240 question "
+                            f"(answers: {answers}; contents: {[row['content'] for row in ordered]})")
+        # A request that failed gave no answer: each is a problem of its own, not hidden by the count.
+        return problems + [f"sample {sample.number}: {problem}" for sample in result.samples
+                           if not sample.passed and sample.number not in rows
+                           for problem in (sample.problems or (sample.reason,))]
 
     try:
         # One request after the other, as seed 001 did: each E2E is one request alone, so the
@@ -196,11 +221,15 @@ async def test_reasoning_effort_is_accepted_and_the_model_still_reasons(chat, pr
 
     async def sample() -> None:
         reply = reply_of(await chat(body, stream=False))
-        assert reply.reasoning.strip(), \
-            f"reasoning effort {effort!r} (sent in {engine_profile.reasoning_effort_in}): the reasoning field is empty"
+        problems = []
+        if not reply.reasoning.strip():
+            problems.append(f"reasoning effort {effort!r} (sent in {engine_profile.reasoning_effort_in}): the "
+                            f"reasoning field is empty")
         answer = _final_integer(reply.content)
-        assert answer == prompts["thinking"]["warehouse"]["answer"], f"reasoning effort {effort!r}: " + (
-            reasoning_used_up(reply) or f"answered {answer} ({short(reply.content)!r})")
+        if answer != prompts["thinking"]["warehouse"]["answer"]:
+            problems.append(f"reasoning effort {effort!r}: " + (
+                reasoning_used_up(reply) or f"answered {answer} ({short(reply.content)!r})"))
+        assert_no_problems(problems)
 
     await trials(sample)
 

@@ -39,6 +39,8 @@ from engine_acceptance.load.prompts import TextPrompts, recount_prompt_tokens
 from engine_acceptance.load.report import table_html
 from engine_acceptance.load.closed_loop.settings import select_cells
 from engine_acceptance.load.closed_loop.workload import ClosedLoopWorkload
+from engine_acceptance.load.output_split import acceptance_rate_properties
+from engine_acceptance.load.spec_decode import spec_decode_counters
 from engine_acceptance.load.workload import LoadContext
 from engine_acceptance.assertions import assert_no_problems
 from engine_acceptance.provenance import BASELINE_PROPERTY, baseline_entry, describe
@@ -106,7 +108,7 @@ async def test_fixed_length_load_is_served_in_full_and_passes_the_gate(
 
     closed_loop = ClosedLoopWorkload(LoadContext(
         acceptance.target, progress=throughput_write, prompts=prompts, ignore_eos=output_forced,
-        processes=load_processes, after_cell=recount))
+        processes=load_processes, after_cell=recount, counters=spec_decode_counters(acceptance.target, engine_profile)))
     throughput_settings = closed_loop.settings(suite_options)
     # This workload's cells (one input/output length); the others are checks of their own.
     results = await closed_loop.run(throughput_settings, workload.cells)
@@ -127,10 +129,12 @@ async def test_fixed_length_load_is_served_in_full_and_passes_the_gate(
     # Every request's latencies, for a later diff of two runs (engine-acceptance diff, docs/diff.md).
     request.node.user_properties.append(cells_property([r.bundle_entry(prompts, ignore_eos=output_forced)
                                                         for r in results]))
+    # Each cell's draft acceptance as k of n (accepted of draft tokens), where the engine counts them.
+    request.node.user_properties.extend(acceptance_rate_properties(r.split_cell() for r in results))
     notes = [note for r in results for note in count_notes(
         r, output_forced=output_forced,
         ignore_eos_reason=f"engine profile {engine_profile.name!r} does not declare ignore_eos",
-        input_estimate=(f"{prompts.describe(r.cell.input_tokens)}, as there is {prompts.why}"
+        input_estimate=(f"{prompts.describe(r.cell.input_tokens)}, because {prompts.why}"
                         if isinstance(prompts, TextPrompts) else None),
         recount=recounts.get(r.cell.key))]
     title = f"throughput {workload.name} tokens"

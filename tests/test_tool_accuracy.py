@@ -20,6 +20,7 @@ import json
 import allure
 import pytest
 
+from engine_acceptance.assertions import assert_no_problems, short
 from engine_acceptance.proportions import Proportion
 from engine_acceptance.provenance import BASELINE_PROPERTY
 from engine_acceptance.tool_accuracy.report import (
@@ -59,8 +60,10 @@ def test_every_tool_accuracy_request_is_answered(tool_accuracy_run, request) -> 
     answered = Proportion(run.score.replies - run.score.errors, run.score.replies)
     _report(run, request, "tool_requests_answered", answered)
     kinds = error_kinds(run.outcomes)
-    assert not run.score.errors, (_below("tool-accuracy requests answered with 2xx", answered, 1.0, [])
-                                  + f". Errors by kind ({len(kinds)}): " + "; ".join(kinds))
+    # Each kind of error is a problem of its own: a record of the known kind (a chat template's 400)
+    # leaves any other kind beside it failing the check.
+    assert_no_problems(kinds, header=_below("tool-accuracy requests answered with 2xx", answered, 1.0, [])
+                       + f". Errors by kind ({len(kinds)})")
 
 
 def test_tool_call_arguments_fit_their_schemas_at_scale(tool_accuracy_run, request) -> None:
@@ -100,6 +103,13 @@ def test_streamed_tool_calls_equal_non_streamed_at_scale(tool_accuracy_run, requ
                     f"on one side), fewer than the {run.policy.min_compared_cases} needed to judge streamed = "
                     "non-streamed")
     by_key = {(o.case_id, o.stream): o for o in run.outcomes}
+    finished = [case for case in run.cases
+                if all(by_key[(case.id, stream)].finish_reason not in (None, "length") for stream in (False, True))]
+    if not any(by_key[(case.id, stream)].calls for case in finished for stream in (False, True)):
+        # Every compared pair is "no call" = "no call": agreement that shows nothing about streamed tool calls.
+        said = next((by_key[(case.id, False)].content for case in finished if case.expect == "call"), "")
+        pytest.skip(f"no tool call in any of the {compared} cases compared (streamed or not), so there are no calls to "
+                    f"compare; e.g. a case that asks for one was answered {short(said)!r}")
     differing = [f"{case.id}: non-streamed {list(by_key[(case.id, False)].signature()) or 'no call'}, streamed "
                  f"{list(by_key[(case.id, True)].signature()) or 'no call'}"[:240]
                  for case in run.cases

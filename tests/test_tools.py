@@ -93,15 +93,21 @@ async def test_tool_call_arguments_are_json_that_fits_the_schema(chat, prompts, 
 async def test_content_has_no_tool_markup_or_guessed_weather(chat, prompts, weather_tool, model_profile,
                                                             stream) -> None:
     reply = reply_of(await chat(_parallel_request(prompts, weather_tool, model_profile), stream=stream))
+    # Four findings about one content, each its own problem.
+    problems = []
     markup = markers_found(reply.content, prompts["tools"]["tool_markup"])
-    assert not markup, f"tool-call markup {markup} left in content: {short(reply.content)!r}"
-    raw_call = re.search(r'"name"\s*:\s*"get_weather"', reply.content)
-    assert raw_call is None, f"a raw get_weather call is written in content: {short(reply.content)!r}"
+    if markup:
+        problems.append(f"tool-call markup {markup} left in content: {short(reply.content)!r}")
+    if re.search(r'"name"\s*:\s*"get_weather"', reply.content):
+        problems.append(f"a raw get_weather call is written in content: {short(reply.content)!r}")
     guessed = re.search(prompts["tools"]["guessed_weather"], reply.content, re.IGNORECASE)
-    assert guessed is None, f"content guesses the weather ({guessed.group()!r}) instead of waiting for the tool: " \
-                            f"{short(reply.content)!r}"
+    if guessed is not None:
+        problems.append(f"content guesses the weather ({guessed.group()!r}) instead of waiting for the tool: "
+                        f"{short(reply.content)!r}")
     leaked = markers_found(reply.content, model_profile.reasoning_markers)
-    assert not leaked, f"reasoning markers {leaked} in content: {short(reply.content)!r}"
+    if leaked:
+        problems.append(f"reasoning markers {leaked} in content: {short(reply.content)!r}")
+    assert_no_problems(problems)
 
 
 def _canonical(calls: list[ToolCall]) -> list[tuple[str, str]]:
@@ -148,6 +154,11 @@ async def test_streamed_tool_calls_reassemble_to_the_non_streamed_calls(chat, pr
     assert not streamed.problems, f"the stream is broken: {'; '.join(streamed.problems)}"
     problems = _fragment_problems(exchange.events)
     assert_no_problems(problems)
+    if not streamed.tool_calls and not plain.tool_calls:
+        # [] == []: nothing was reassembled, so nothing is shown; whether a call was due is the other checks' verdict.
+        pytest.skip(f"neither reply called a tool, so there are no calls to compare (non-streamed finish_reason "
+                    f"{plain.finish_reason!r}, content {short(plain.content)!r}; streamed content "
+                    f"{short(streamed.content)!r})")
     assert _canonical(streamed.tool_calls) == _canonical(plain.tool_calls), (
         f"streamed calls reassemble to {_describe(streamed.tool_calls)}, "
         f"the non-streamed reply has {_describe(plain.tool_calls)}"
@@ -195,9 +206,14 @@ async def test_tool_choice_none_answers_in_text_without_calls(chat, prompts, mod
 
     async def sample() -> None:
         reply = reply_of(await chat(body, stream=stream))
-        assert not reply.tool_calls, f"tool_choice 'none', yet the reply calls {_describe(reply.tool_calls)}"
-        assert reply.finish_reason != "tool_calls", "tool_choice 'none', yet finish_reason is 'tool_calls'"
-        assert reply.content.strip(), "tool_choice 'none': the reply has no text either"
+        problems = []
+        if reply.tool_calls:
+            problems.append(f"tool_choice 'none', yet the reply calls {_describe(reply.tool_calls)}")
+        elif reply.finish_reason == "tool_calls":  # with calls, the same finding as the calls
+            problems.append("tool_choice 'none', yet finish_reason is 'tool_calls'")
+        if not reply.content.strip():
+            problems.append("tool_choice 'none': the reply has no text either")
+        assert_no_problems(problems)
 
     await trials(sample)
 

@@ -21,7 +21,8 @@ What each count is, and why it is the engine's own (vLLM's protocol and
   its default (true) tokenizes as ``/v1/completions`` does (its default is true as
   well): a BOS, for tokenizers that add one, is counted by both.
 
-Without ``/tokenize``, ``--tokenizer`` (the model's ``tokenizer.json``) counts the
+Without a working ``/tokenize`` (absent, or broken: the skip says which, in its probe's words),
+``--tokenizer`` (the model's ``tokenizer.json``) counts the
 completions prompt exactly (special tokens added, as the engine adds them); it has no
 chat template, so the chat check is skipped with that reason. With neither, both are
 skipped with the reason.
@@ -41,7 +42,13 @@ from engine_acceptance.pytest_plugin.public import AcceptanceOptions
 from engine_acceptance.wire.reassembly import Reply
 from engine_acceptance.report_attachments import attach_exchange, attach_json
 from engine_acceptance.session import AcceptanceSession
-from engine_acceptance.wire.token_count import LocalTokenCounter, PromptAccounting, ServerTokenCounter, TokenCountError
+from engine_acceptance.wire.token_count import (
+    LocalTokenCounter,
+    PromptAccounting,
+    ServerTokenCounter,
+    TokenCountError,
+    uncounted,
+)
 
 # Every check here is a coroutine: marked for pytest-asyncio, so no ini setting is needed.
 pytestmark = [pytest.mark.asyncio, pytest.mark.text]
@@ -57,11 +64,12 @@ class PromptCounting:
 
     server: ServerTokenCounter | None
     local: LocalTokenCounter | None
+    # Why the engine cannot count, in its tokenize probe's words: absent, or broken (never "absent" then).
+    no_tokenize: str = "no tokenize endpoint"
 
-    @staticmethod
-    def none_reason() -> str:
-        return ("neither the engine's /tokenize nor a local tokenizer (--tokenizer PATH, the model's tokenizer.json) "
-                "is available to count the prompt's tokens")
+    def none_reason(self) -> str:
+        return (f"{uncounted(self.no_tokenize)}: nothing can count the prompt's tokens (--tokenizer PATH takes the "
+                "model's tokenizer.json)")
 
     def for_chat(self) -> ServerTokenCounter:
         """The engine's /tokenize: only it can render the model's chat template."""
@@ -69,7 +77,7 @@ class PromptCounting:
             return self.server
         if self.local is None:
             pytest.skip(self.none_reason())
-        pytest.skip(f"only the local tokenizer.json {self.local.source} counts here (the engine has no /tokenize), "
+        pytest.skip(f"only the local tokenizer.json {self.local.source} counts here ({self.no_tokenize}), "
                     "and it has no chat template: the tokens the engine's template adds to a conversation cannot be "
                     "known exactly (the /v1/completions check counts a plain prompt exactly)")
 
@@ -98,7 +106,7 @@ class PromptCounting:
 def prompt_counting(suite_options: AcceptanceOptions, acceptance: AcceptanceSession) -> PromptCounting:
     endpoint = acceptance.tokenize_endpoint
     server = ServerTokenCounter(acceptance.target, endpoint) if endpoint is not None else None
-    return PromptCounting(server, suite_options.tokenizer)
+    return PromptCounting(server, suite_options.tokenizer, acceptance.no_tokenize_reason)
 
 
 def _conversation(prompts: dict[str, Any]) -> list[dict[str, str]]:

@@ -32,10 +32,9 @@ READ_SHARE = 0.6
 
 def video_content_type(engine_profile: EngineProfile) -> str:
     """The content-part type the engine takes video in; skips the check when the profile has none."""
-    content_type = engine_profile.features.get("video_content_type")
+    content_type = engine_profile.video_content_type
     if not content_type:
-        pytest.skip(f"engine profile {engine_profile.name!r} ({engine_profile.source}) does not say how video "
-                    "is sent (features.video_content_type is not set)")
+        pytest.skip(engine_profile.no_video_reason())
     return content_type
 
 

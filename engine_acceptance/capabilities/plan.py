@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from engine_acceptance.capabilities.discovery import Discovery
-from engine_acceptance.capabilities.registry import PROFILE_VOCABULARY, capability
+from engine_acceptance.capabilities.registry import CAPABILITIES, PROFILE_VOCABULARY, capability, stated_intent
 from engine_acceptance.profiles.profile import ModelProfile
-from engine_acceptance.reporting.results import CapabilityRow
+from engine_acceptance.reporting.results import CapabilityRow, CheckOutcome
 
 __all__ = ["STATED_NOT_SERVED", "CapabilityPlan",
            "coverage_rows", "effective_profile", "plan_capabilities", "stated_not_served",
@@ -92,12 +92,19 @@ def stated_not_served(profile: ModelProfile, option: Iterable[str]) -> dict[str,
 
 def plan_capabilities(profile: ModelProfile, discovery: Discovery | None,
                       required: frozenset[str], stated: Mapping[str, str] | None = None) -> dict[str, CapabilityPlan]:
-    """Each capability's plan; `stated` maps a capability stated off on purpose to where it was stated."""
+    """Each capability's plan; `stated` maps a capability stated off on purpose to where it was stated.
+
+    ``stated["tokenize"]`` is the local tokenizer the run counts with (``--tokenizer``): the stated
+    way around a broken tokenize endpoint (:func:`_probe_only_plan`).
+    """
     stated = stated or {}
     plans = {}
-    for name in PROFILE_VOCABULARY:
-        entry = capability(name)
+    for entry in CAPABILITIES:
+        name = entry.name
         probe = discovery.probes.get(name) if discovery is not None else None
+        if not entry.core_checks:
+            plans[name] = _probe_only_plan(name, probe, discovery, stated.get(name))
+            continue
         # A capability every server has needs no probe: "-" rather than "not probed".
         state = probe.state if probe is not None else "-" if entry.always_tested is not None else "not_probed"
         evidence = probe.evidence if probe is not None else _unprobed_evidence(name, discovery)
@@ -122,12 +129,38 @@ def plan_capabilities(profile: ModelProfile, discovery: Discovery | None,
             reason = f"not served by the engine: {evidence}"
         elif is_required:
             tested, reason = True, "required with --expect or the profile's expect"
+        elif state == "not_probed" and probe is not None:
+            # The probe said why it could not ask (no way to send a video): that is the row's reason.
+            tested, reason = False, f"not probed: {evidence}"
         else:
             tested = False
             reason = (f"model profile {profile.name!r} does not declare {name!r} and no probe found it: "
                       f"{entry.undiscoverable or evidence}")
         plans[name] = CapabilityPlan(name, declared, state, evidence, is_required, tested, reason)
     return plans
+
+
+def _probe_only_plan(name: str, probe: Any, discovery: Discovery | None, counted_without: str | None
+                     ) -> CapabilityPlan:
+    """A capability with no checks of its own (tokenize): its plan is what its probe found.
+
+    Nothing is "tested" on it (the measurements that use it fall back without it), so its row
+    is the probe's finding; broken fails the gate (:func:`_probe_only_row`) unless the run was
+    told how to do without it (`counted_without`, ``--tokenizer PATH``), as ``--not-served``
+    states a model capability off. A served one stays served whatever the run was told: the
+    measurements still use it.
+    """
+    state = probe.state if probe is not None else "not_probed"
+    evidence = probe.evidence if probe is not None else _unprobed_evidence(name, discovery)
+    if state == "broken" and counted_without:
+        return CapabilityPlan(name, False, STATED_NOT_SERVED, f"probe: broken: {evidence}", False, False,
+                              f"not used (stated with {counted_without}); probe found it broken: {evidence}")
+    reasons = {"served": "served: the measurements count prompt tokens with it",
+               "not_served": f"not served ({evidence}): the measurements count with --tokenizer where given, "
+                             "else estimate",
+               "not_probed": f"not probed: {evidence}",
+               "broken": f"broken: {evidence}"}
+    return CapabilityPlan(name, False, state, evidence, False, False, reasons[state])
 
 
 def _unprobed_evidence(name: str, discovery: Discovery | None) -> str:
@@ -151,51 +184,103 @@ def effective_profile(profile: ModelProfile, plans: Mapping[str, CapabilityPlan]
     return dataclasses.replace(profile, **changes)
 
 
-def coverage_rows(plans: Mapping[str, CapabilityPlan],
-                  outcomes: Iterable[tuple[frozenset[str], str, str]],
-                  allow_untested: frozenset[str] = frozenset()) -> list[CapabilityRow]:
-    """Judge each capability from the checks' outcomes: (capabilities covered, outcome, reason).
+def coverage_rows(plans: Mapping[str, CapabilityPlan], outcomes: Iterable[CheckOutcome],
+                  allow_untested: frozenset[str] = frozenset(), *, stale_warned: bool = False) -> list[CapabilityRow]:
+    """Judge each capability from the checks' outcomes (each with what it covers and is core for).
 
-    A capability counts as tested only when at least one of its checks passed outright: one
-    whose every executed check failed as a record is *known broken*, not passed, and a
-    required one fails the gate. A capability the run meant to test (served, broken,
-    declared, required, or one every server has) whose selected checks were all skipped
-    fails the gate unless `allow_untested` names it; one whose checks `-m` did not select
-    is "not selected in this run" (a failure only when required).
+    A capability counts as tested only when one of its *core* checks (the registry's: one that
+    exercises the capability itself) passed outright; its other checks count as ran, failed or
+    known. One whose core checks failed as records describe is *known broken*, not passed, and a
+    required one fails the gate. A capability the run meant to test (served, broken, declared,
+    required, or one every server has) whose selected core checks were all skipped fails the
+    gate unless `allow_untested` names it; one whose checks `-m` did not select is "not selected
+    in this run" (a failure only when required). A capability discovery found broken fails the
+    gate unless a check shows the breakage (a failure, or a record that describes it): also when
+    its checks were not selected, all skipped, or all passed. With ``stale_warned``
+    (``--stale-records=warn``) a check whose record went stale passed and fails nothing: it is
+    said apart as warned, never counted as failed.
     """
-    tally: dict[str, dict[str, int]] = {name: {} for name in plans}
-    skip_reasons: dict[str, list[str]] = {name: [] for name in plans}
-    for covers, outcome, reason in outcomes:
-        for name in covers & plans.keys():
-            tally[name][outcome] = tally[name].get(outcome, 0) + 1
-            if outcome == "skipped" and reason:
-                skip_reasons[name].append(reason)
-    return [_row(plan, tally[name], skip_reasons[name], name in allow_untested) for name, plan in plans.items()]
+    tallies = {name: _Tally(stale_warned=stale_warned) for name in plans}
+    for outcome in outcomes:
+        for name in outcome.covers & plans.keys():
+            tallies[name].add(outcome, core=name in outcome.core)
+    return [_row(plan, tallies[name], name in allow_untested) for name, plan in plans.items()]
 
 
-def _row(plan: CapabilityPlan, counts: Mapping[str, int], skip_reasons: list[str], allowed: bool) -> CapabilityRow:
+@dataclass
+class _Tally:
+    """A capability's checks by outcome, all of them and its core checks apart, with the first skip reasons."""
+
+    every: dict[str, int] = dataclasses.field(default_factory=dict)
+    core: dict[str, int] = dataclasses.field(default_factory=dict)
+    skip_reason: str = ""
+    core_skip_reason: str = ""
+    stale: int = 0
+    # --stale-records=warn: a stale record's check passed (the defect is fixed) and fails nothing.
+    stale_warned: bool = False
+    warned: int = 0
+
+    def add(self, outcome: CheckOutcome, *, core: bool) -> None:
+        kind = outcome.outcome
+        if kind == "stale_record":
+            # A stale record fails the gate, so it counts as failed; warned, its check passed, said apart.
+            kind = "passed" if self.stale_warned else "failed"
+            self.warned += self.stale_warned
+            self.stale += 1
+        self.every[kind] = self.every.get(kind, 0) + 1
+        if core:
+            self.core[kind] = self.core.get(kind, 0) + 1
+        if kind == "skipped" and outcome.reason:
+            self.skip_reason = self.skip_reason or outcome.reason
+            if core:
+                self.core_skip_reason = self.core_skip_reason or outcome.reason
+
+    def count(self, kind: str, *, core: bool = False) -> int:
+        return (self.core if core else self.every).get(kind, 0)
+
+    def ran(self, *, core: bool = False) -> int:
+        return sum(self.count(kind, core=core) for kind in ("passed", "known_defect", "failed"))
+
+
+def _row(plan: CapabilityPlan, tally: _Tally, allowed: bool) -> CapabilityRow:
+    if not capability(plan.name).core_checks:
+        return _probe_only_row(plan)
     name = plan.name
-    passed, known = counts.get("passed", 0), counts.get("known_defect", 0)
-    failed = counts.get("failed", 0) + counts.get("stale_record", 0)
-    ran = passed + known + failed
-    skipped = counts.get("skipped", 0)
-    first_skip = skip_reasons[0] if skip_reasons else "no reason given"
-    failure = None
-    result = ""
+    passed, known, failed = tally.count("passed"), tally.count("known_defect"), tally.count("failed")
+    ran, skipped = tally.ran(), tally.count("skipped")
+    core_passed, core_known = tally.count("passed", core=True), tally.count("known_defect", core=True)
+    core_skipped = tally.count("skipped", core=True)
+    first_skip = tally.skip_reason or "no reason given"
+    core_skip = tally.core_skip_reason or "no reason given"
+    counted = ", ".join(f"{count} {kind}" for count, kind in ((passed, "passed"), (known, "known")) if count)
+    others = f" ({ran} other check(s) ran: {counted})" if ran else ""
+    failure = short = None
     if plan.required and plan.discovered == "not_served":
         failure = f"required capability {name!r} is not served: {plan.evidence}"
+    elif plan.discovered == "broken" and not failed and not known:
+        short, failure = _unshown_breakage(plan, ran, skipped, first_skip)
     elif plan.required and ran == 0:
         why = f" ({skipped} skipped: {first_skip})" if skipped else " (none selected in this run)"
         failure = f"required capability {name!r} was not tested: none of its checks ran{why}"
-    elif plan.required and not passed and not failed:
+    elif plan.required and not core_passed and not failed and core_known:
         # Failed checks already fail the gate; a required capability known only as broken must too.
-        failure = (f"required capability {name!r} is known broken: all {known} of its executed checks failed as "
-                   "expected-failure records describe, none passed")
+        failure = (f"required capability {name!r} is known broken: no core check (one that exercises {name} "
+                   f"itself) passed, {core_known} failed as expected-failure records describe"
+                   + (f" and {core_skipped} skipped ({core_skip})" if core_skipped else ""))
+    elif plan.required and not core_passed and not failed:
+        why = (f"all {core_skipped} selected were skipped ({core_skip})" if core_skipped else
+               "none was selected in this run")
+        failure = (f"required capability {name!r} was not tested: no core check (one that exercises {name} "
+                   f"itself) passed: {why}{others}")
     elif plan.tested and ran == 0 and skipped and not allowed:
         failure = (f"capability {name!r} is {_meant(plan)} but was not tested: all {skipped} of its selected checks "
                    f"were skipped ({first_skip}); if that is intended, run with --allow-untested {name}")
+    elif plan.tested and not core_passed and not core_known and core_skipped and not failed and not allowed:
+        failure = (f"capability {name!r} is {_meant(plan)} but was not tested: all {core_skipped} of its selected "
+                   f"core checks (those that exercise {name} itself) were skipped ({core_skip}){others}; if that is "
+                   f"intended, run with --allow-untested {name}")
     if failure:
-        result = "FAIL: " + failure
+        result = "FAIL: " + (short or failure)
     elif ran == 0 and not plan.tested:
         result = f"not tested: {plan.reason}"
     elif ran == 0 and skipped:
@@ -204,20 +289,59 @@ def _row(plan: CapabilityPlan, counts: Mapping[str, int], skip_reasons: list[str
         result = "not selected in this run"
     elif failed:
         result = f"{failed} failed" + (f", {passed} passed" if passed else "") + (f", {known} known" if known else "")
-    elif not passed:
-        result = f"known broken ({known} record{'s' if known != 1 else ''}): no check passed"
-    elif known:
-        result = f"passed ({known} known defect(s))"
+    elif core_passed:
+        result = f"passed ({known} known defect(s))" if known else "passed"
+    elif core_known:
+        result = f"known broken ({known} record{'s' if known != 1 else ''}): no core check passed"
+    elif core_skipped:
+        result = (f"not tested (allowed with --allow-untested): its {core_skipped} core check(s) skipped "
+                  f"({core_skip}){others}")
     else:
-        result = "passed"
+        result = f"not tested: its core checks were not selected in this run{others}"
+    if tally.warned and not failure:
+        plural = "s" if tally.warned != 1 else ""
+        result += f"; {tally.warned} stale record{plural} warned (the check{plural} passed: --stale-records=warn)"
     return CapabilityRow(name, plan.declared, plan.discovered, plan.evidence, plan.required, ran, skipped, failed,
-                         result, failure, passed=passed, known=known, tested=passed > 0, allowed_untested=allowed)
+                         result, failure, passed=passed, known=known, tested=core_passed > 0,
+                         allowed_untested=allowed, stale=tally.stale)
+
+
+def _unshown_breakage(plan: CapabilityPlan, ran: int, skipped: int, first_skip: str) -> tuple[str, str]:
+    """A capability discovery found broken that no failing or recorded check shows: its row's result, and its
+    gate failure (the probe's words, and how to state the capability off on purpose)."""
+    if ran:
+        what = f"none of the {ran} of its checks that ran failed" + (f" ({skipped} skipped)" if skipped else "")
+    elif skipped:
+        what = f"all {skipped} of its selected checks were skipped ({first_skip})"
+    else:
+        what = "its checks were not selected"
+    return (f"broken (discovered); {what}",
+            f"capability {plan.name!r} is broken (discovered: {plan.evidence}); {what}{_intent_unless_said(plan)}")
+
+
+def _intent_unless_said(plan: CapabilityPlan) -> str:
+    """``; <how to state it off>``, unless the probe's evidence already ends with it (an unrecognized 4xx)."""
+    intent = stated_intent(plan.name)
+    return "" if intent in plan.evidence else f"; {intent}"
+
+
+def _probe_only_row(plan: CapabilityPlan) -> CapabilityRow:
+    """The row of a capability with no checks of its own (tokenize): the probe's finding; broken fails."""
+    if plan.discovered != "broken":
+        return CapabilityRow(plan.name, plan.declared, plan.discovered, plan.evidence, plan.required, 0, 0, 0,
+                             plan.reason, None)
+    failure = f"capability {plan.name!r} is broken (discovered: {plan.evidence}){_intent_unless_said(plan)}"
+    return CapabilityRow(plan.name, plan.declared, plan.discovered, plan.evidence, plan.required, 0, 0, 0,
+                         f"FAIL: broken (discovered): {plan.evidence}", failure)
 
 
 def _meant(plan: CapabilityPlan) -> str:
     """Why the run meant to test the capability, for a gate failure."""
-    if plan.discovered in ("served", "broken"):
-        return f"{plan.discovered.replace('_', ' ')} by the deployment"
+    if plan.discovered == "broken":
+        # What the probe found, in the engine's words: the checks that would have shown it were skipped.
+        return f"broken by the deployment ({plan.evidence})"
+    if plan.discovered == "served":
+        return "served by the deployment"
     if plan.declared:
         return "declared by the model profile"
     if plan.required:

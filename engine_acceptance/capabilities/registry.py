@@ -7,10 +7,19 @@ endpoint). Its entry says everything the suite knows about it:
   ``capabilities:``, ``expect:`` and ``not_served:``, ``--expect`` and ``--not-served``,
   and an engine profile's ``refusals:`` (``fixtures/schemas/*.schema.json`` list the same
   names; a self-test keeps them equal);
-- whether a model profile may name it (``in_profiles``): those are planned and get a row
-  of the verdict's capability table, in the order of :data:`CAPABILITIES`; ``tokenize`` is
-  probed but is no model capability (what stands in for it is a local tokenizer);
+- whether a model profile may name it (``in_profiles``); every entry gets a row of the
+  verdict's capability table, in the order of :data:`CAPABILITIES`, but ``tokenize`` is
+  probed and is no model capability (what stands in for it is a local tokenizer, so
+  ``--tokenizer`` is how its absence is stated, not ``--not-served``);
 - its **markers**: the check groups whose checks test it even without ``requires(...)``;
+- its **core checks** (``core_checks``): the checks that exercise the capability itself (for
+  tools a tool call made and parsed, for image an answer about an image's content), named by
+  check-id pattern ``module::test`` as records name checks (``*`` the only wildcard, a
+  parametrized check matched with any parameter). A capability counts as *tested* only when
+  one of them passed outright; its other checks (contracts around it: error codes, markup
+  left in content, a tool result fed back) still count as ran, failed or known. A capability
+  with no core checks (``tokenize``) has none of its own: its row of the verdict is its
+  probe's finding;
 - how it is found and so its **coverage rule** (:class:`Probed`, :class:`AlwaysTested`,
   :class:`Undiscoverable`): tested when its probe finds it served or broken (or the
   model profile declares it, or it is required); tested on every deployment; or tested
@@ -18,7 +27,12 @@ endpoint). Its entry says everything the suite knows about it:
 - for a probed capability, the **refusal data** it needs: engine profiles may list, under
   its name, the 4xx answers that mean "not offered" (``refusals:``, read by
   :mod:`engine_acceptance.profiles.refusals`), and the **stated-intent** text a broken probe's
-  evidence ends with: the command that states it is off on purpose.
+  evidence ends with: the command that states it is off on purpose;
+- whether it is served on a **route of its own** (``own_route``: ``/tokenize``,
+  ``/v1/responses``): only there does a 404 or 405 mean "not offered" (the route is not
+  there), so only there may an engine profile list one as a refusal. The other
+  capabilities ride on ``/v1/chat/completions``, where a 404 or 405 is a wrong path or a
+  proxy, never the engine declining tools or images.
 
 The check groups (:data:`CHECK_GROUPS`) are the markers that group checks, with the line
 pytest registers for each, in the order of the verdict's check-group table. A check
@@ -35,8 +49,10 @@ resolves every one, so a misspelt name fails the self-tests, not a run.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import lru_cache
 
 __all__ = [
     "CAPABILITIES",
@@ -50,6 +66,7 @@ __all__ = [
     "Undiscoverable",
     "capability",
     "capability_of_marker",
+    "is_core_check",
     "probed_capabilities",
     "stated_intent",
 ]
@@ -92,10 +109,14 @@ class Capability:
     name: str
     found_by: Probed | AlwaysTested | Undiscoverable
     markers: tuple[str, ...] = ()
+    # The checks that exercise the capability itself (module::test patterns): one passing is "tested".
+    core_checks: tuple[str, ...] = ()
     in_profiles: bool = True
     # What a broken probe's evidence tells the user to do when the capability is off on purpose;
     # None: the default sentence (--not-served NAME), see stated_intent().
     intent_override: str | None = None
+    # Served on a route of its own, whose absence (404, 405) is a refusal (profiles/refusals.py).
+    own_route: bool = False
 
     @property
     def probe(self) -> Probed | None:
@@ -110,6 +131,10 @@ class Capability:
     def undiscoverable(self) -> str | None:
         """Why no probe can tell, or None."""
         return self.found_by.reason if isinstance(self.found_by, Undiscoverable) else None
+
+    def is_core(self, check: str) -> bool:
+        """Whether `check` (``module::test[param]``, as records name checks) is one of this capability's core checks."""
+        return any(_core_pattern(pattern).fullmatch(check) for pattern in self.core_checks)
 
 
 @dataclass(frozen=True)
@@ -131,38 +156,98 @@ CAPABILITIES = (
                                     "the model)"),
                # The error-code and sampling contracts hold for every chat deployment: text's checks. (So does "a
                # cached prefix changes no answer": those checks of the prefix_cache group carry requires("text").)
-               markers=("text", "error_codes", "sampling")),
+               markers=("text", "error_codes", "sampling"),
+               # A chat answer read for what it says; the models list, error codes, sampling parameters
+               # and prompt-token accounting are contracts around it.
+               core_checks=("test_text.py::test_reply_has_content_and_a_valid_finish_reason",
+                            "test_text.py::test_usage_is_present_and_total_is_prompt_plus_completion",
+                            "test_text.py::test_arithmetic_answer_is_correct",
+                            "test_text.py::test_multi_turn_conversation_recalls_the_codename",
+                            "test_text.py::test_max_tokens_cuts_the_reply_with_finish_reason_length")),
     Capability("streaming", AlwaysTested("every OpenAI-compatible server streams chat completions"),
                # The wire checks read streams; clients leave streams mid-way: streaming's checks.
-               markers=("streaming", "wire", "cancellation")),
-    Capability("reasoning", Probed("chat_features", "probe_reasoning", report_rank=3)),
-    Capability("thinking_modes", Probed("chat_features", "probe_reasoning", report_rank=4)),
+               markers=("streaming", "wire", "cancellation"),
+               # A stream read whole: it ends, its chunks parse, it says what the reply says.
+               core_checks=("test_streaming.py::test_stream_ends_with_done_and_a_final_finish_reason",
+                            "test_streaming.py::test_every_stream_event_is_a_well_formed_chunk",
+                            "test_streaming.py::test_streamed_reply_has_the_same_shape_as_the_non_streamed_reply")),
+    # Reasoning found in its field (chat) or as a reasoning item (Responses); "no markers in content"
+    # holds for a model that never reasons too, so it is no core check.
+    Capability("reasoning", Probed("chat_features", "probe_reasoning", report_rank=3),
+               core_checks=("test_reasoning_separation.py::"
+                            "test_reasoning_arrives_in_the_reasoning_field_not_in_content",
+                            "test_responses.py::test_reasoning_is_an_item_apart_from_the_output_text")),
+    # The switch seen working: reasoning gone when off, there when on. The adaptive mode and the 240
+    # question judge the answers the model gives in a mode, not the switch.
+    Capability("thinking_modes", Probed("chat_features", "probe_reasoning", report_rank=4),
+               core_checks=("test_thinking.py::test_disabled_mode_answers_in_content_without_reasoning",
+                            "test_thinking.py::test_enabled_mode_returns_reasoning_apart_from_content")),
     Capability("reasoning_effort", Undiscoverable(
         "an engine accepts reasoning_effort whether or not the model honours it, so no probe can tell; declare it "
-        "in a model profile or require it with --expect reasoning_effort")),
+        "in a model profile or require it with --expect reasoning_effort"),
+               core_checks=("test_thinking.py::test_reasoning_effort_is_accepted_and_the_model_still_reasons",
+                            "test_thinking.py::test_high_effort_reasons_more_than_low_effort")),
     # A thinking token budget the engine applies (vLLM's thinking_token_budget): probed where the engine profile
     # names its field, since a deployment without a reasoning parser refuses it in its own words and one that
-    # ignores it shows reasoning past the budget. Core checks:
-    # tests/test_reasoning_budget.py::test_reasoning_stays_within_the_thinking_budget_and_the_answer_still_comes.
-    Capability("thinking_budget", Probed("thinking_budget", "probe_thinking_budget", report_rank=9)),
-    Capability("tools", Probed("chat_features", "probe_tools", report_rank=0), markers=("tools",)),
+    # ignores it shows reasoning past the budget. It rides on the chat route: no route of its own.
+    Capability("thinking_budget", Probed("thinking_budget", "probe_thinking_budget", report_rank=9),
+               # Reasoning cut at the budget with the answer after it: the one check that sends a budget.
+               core_checks=("test_reasoning_budget.py::"
+                            "test_reasoning_stays_within_the_thinking_budget_and_the_answer_still_comes",)),
+    # A tool call made and parsed: asked for (both cities), forced, streamed and compared, at scale, and
+    # through the Responses API. Content free of markup, tool_choice "none", a result fed back, every
+    # request answered and finish_reason hold for a model that never calls a tool too: not core.
+    Capability("tools", Probed("chat_features", "probe_tools", report_rank=0), markers=("tools",),
+               core_checks=("test_tools.py::test_model_calls_get_weather_for_both_cities_in_one_turn",
+                            "test_tools.py::test_tool_call_arguments_are_json_that_fits_the_schema",
+                            "test_tools.py::test_streamed_tool_calls_reassemble_to_the_non_streamed_calls",
+                            "test_tools.py::test_forced_named_tool_is_called",
+                            "test_tool_accuracy.py::test_tool_call_arguments_fit_their_schemas_at_scale",
+                            "test_tool_accuracy.py::test_streamed_tool_calls_equal_non_streamed_at_scale",
+                            "test_wire.py::test_tool_call_deltas_are_indexed_from_zero_in_call_order",
+                            "test_responses.py::test_function_call_round_trip_answers_the_result_in_text")),
     Capability("code", AlwaysTested("writing a function is a text task: any chat model is asked"),
-               markers=("code_exec",)),
-    Capability("image", Probed("media", "probe_image", report_rank=1), markers=("image",)),
-    Capability("video", Probed("media", "probe_video", report_rank=2), markers=("video",)),
+               markers=("code_exec",),
+               core_checks=("test_code_exec.py::test_unique_sorted_passes_the_hidden_cases_in_the_sandbox",)),
+    # An answer about the media's content; an unreachable image URL (error codes) and corrupt media are
+    # refusals, not answers.
+    Capability("image", Probed("media", "probe_image", report_rank=1), markers=("image",),
+               core_checks=("test_image.py::*",
+                            "test_media_throughput.py::test_media_load_is_served_in_full_with_the_right_answers")),
+    Capability("video", Probed("media", "probe_video", report_rank=2), markers=("video",),
+               core_checks=("test_video.py::test_video_background_colors_are_listed_in_order",
+                            "test_media_throughput.py::test_media_load_is_served_in_full_with_the_right_answers")),
     Capability("long_context", AlwaysTested("every model has a context: recall runs at the declared or advertised "
                                             "length"),
-               markers=("recall", "recall_1m")),
+               markers=("recall", "recall_1m"),
+               # The codes found in a long prompt; the prompt-token counts are accounting, not recall.
+               core_checks=("test_recall.py::test_field_extraction_returns_the_asked_key_exactly",
+                            "test_recall.py::test_field_extraction_control_without_the_key_answers_not_found",
+                            "test_recall.py::test_million_token_prompt_returns_the_three_codes_exactly_as_json")),
+    # JSON made to a schema or as an object; an uncompilable schema's refusal is an error path.
     Capability("structured_outputs", Probed("structured", "probe_structured", report_rank=6),
-               markers=("structured_outputs",)),
-    Capability("responses", Probed("responses", "probe_responses", report_rank=7), markers=("responses",)),
+               markers=("structured_outputs",),
+               core_checks=("test_structured_outputs.py::test_json_schema_reply_is_json_that_fits_the_schema",
+                            "test_structured_outputs.py::test_json_object_reply_is_a_json_object")),
+    Capability("responses", Probed("responses", "probe_responses", report_rank=7), markers=("responses",),
+               own_route=True,
+               core_checks=("test_responses.py::test_text_answer_is_a_message_with_output_text_and_usage_that_adds_up",
+                            "test_responses.py::test_streamed_events_come_in_order",
+                            "test_responses.py::test_streamed_text_deltas_add_up_to_the_final_text")),
     # A prefix cache that reports its hits (usage.prompt_tokens_details.cached_tokens or /metrics counters): its
     # own capability, since only a deployment that reports hits can be held to them; the probe sends one long
-    # prefix twice. Its checks carry requires("prefix_cache"); the answer-equality checks of the same group test
-    # text (requires("text")): any deployment may cache prefixes (vLLM's V1 engine does by default), reported or not. Core checks: tests/test_prefix_cache.py::test_repeated_long_prefix_is_reported_as_a_cache_hit.
-    Capability("prefix_cache", Probed("prefix_cache", "probe_prefix_cache", report_rank=8)),
+    # prefix twice. It rides on the chat route: no route of its own.
+    Capability("prefix_cache", Probed("prefix_cache", "probe_prefix_cache", report_rank=8),
+               # The hit reported for a prefix sent again is the only check that exercises the cache as such. The
+               # checks that a cached prefix changes no answer (alone, in a shared-prefix batch) and the cold/warm
+               # TTFT carry requires("text"), not requires("prefix_cache"): any deployment may cache prefixes,
+               # reported or not, so they run and count for text everywhere; a core pattern here would never
+               # apply to them (a core check counts only for the capabilities it covers).
+               core_checks=("test_prefix_cache.py::test_repeated_long_prefix_is_reported_as_a_cache_hit",)),
     # Probed for the token counts, but no model capability: what stands in for it is a local tokenizer.
-    Capability("tokenize", Probed("tokenize", "probe_tokenize", report_rank=5), in_profiles=False,
+    # No core checks: the measurements that use it fall back to --tokenizer or estimates, so its row is
+    # the probe's finding, and a broken one fails the gate itself.
+    Capability("tokenize", Probed("tokenize", "probe_tokenize", report_rank=5), in_profiles=False, own_route=True,
                intent_override="if the deployment has no tokenize endpoint on purpose, count locally with "
                                "--tokenizer FILE (the served model's tokenizer.json) or add the refusal to the "
                                "engine profile's refusals.tokenize"),
@@ -227,6 +312,23 @@ def probed_capabilities() -> tuple[Capability, ...]:
 def capability_of_marker() -> dict[str, str]:
     """Marker -> the capability its checks test without ``requires(...)``."""
     return {marker: entry.name for entry in CAPABILITIES for marker in entry.markers}
+
+
+@lru_cache(maxsize=256)
+def _core_pattern(pattern: str) -> re.Pattern[str]:
+    # As records match checks: only * is a wildcard ([ ] are a parameter's brackets, not a class); a
+    # pattern without a parameter matches the check with any.
+    body = ".*".join(re.escape(part) for part in pattern.split("*"))
+    return re.compile(body if pattern.endswith("]") or pattern.endswith("*") else rf"{body}(?:\[.*\])?")
+
+
+def is_core_check(name: str, check: str) -> bool:
+    """Whether `check` (``module::test[param]``) is a core check of capability `name`: one that exercises it.
+
+    False for a name the registry does not know (a ``requires(...)`` of a user's own check).
+    """
+    entry = _BY_NAME.get(name)
+    return entry is not None and entry.is_core(check)
 
 
 def stated_intent(name: str) -> str:

@@ -75,7 +75,8 @@ def parser() -> argparse.ArgumentParser:
     command.add_argument("new", metavar="NEW", help="The run to judge against BASE: its bundle folder or run.json")
     command.add_argument("--tolerance", action="append", type=_tolerance, default=[], metavar="PCT|METRIC=PCT,...",
                          help="Relative change (percent) a performance change must exceed to be significant: one value "
-                              "for every metric, or per metric (ttft, tpot, e2e, itl, throughput: output tok/s and "
+                              "for every metric, or per metric (ttft, also the first reasoning and content token; tpot, "
+                              "e2e, itl, tokens: reasoning and content tokens per request; throughput: output tok/s and "
                               "requests/s); "
                               "repeatable. Default: the NEW run's model profile's diff_tolerances, else "
                               f"{100 * DEFAULT_TOLERANCE:g}%%")

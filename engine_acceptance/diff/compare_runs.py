@@ -5,16 +5,20 @@
    now, records that went stale (the defect is *fixed*), and new known-defect records.
 2. **Checks** whose outcome changed (passed -> failed, known defect -> passed, newly skipped
    and why) and checks only one run has.
-3. **Performance**, per load cell and metric: TTFT/TPOT/E2E/ITL percentiles, throughput per
-   round and the cell's other figures, each with its change, 95% interval and significance.
-4. **Rates** (k of n, attainment among them) and tool-call F1, with change and interval.
+3. **Performance**, per load cell and metric: TTFT/TPOT/E2E/ITL percentiles, the first
+   reasoning and the first content token's percentiles (chat cells), reasoning and content
+   tokens per request, the cached share of the prompt tokens, throughput per round and the
+   cell's other figures, each with its change, 95% interval and significance.
+4. **Rates** (k of n: attainment, speculative-decoding acceptance among them) and tool-call F1,
+   with change and interval.
 
 Only what matches is compared: checks by id, rates by check and name, cells by workload and
 key and only when their ``shape`` and ``request_set`` are equal (the same requests were
 sent). Everything else is listed as *not compared*, with why. A performance change is
 *significant* only when its interval excludes zero and it exceeds the metric's tolerance;
-a rate's when its interval excludes zero. Noise is not news: a change that is not
-significant is ``unchanged``.
+a rate's, and the cached share's, when its interval excludes zero. Token counts are what the
+model did, neither better nor worse: a significant change of them is a *change*. Noise is not
+news: a change that is not significant is ``unchanged``.
 """
 
 from __future__ import annotations
@@ -32,9 +36,11 @@ from engine_acceptance.diff.statistics import (
     Interval,
     f1_difference,
     f1_score,
+    mean_change,
     newcombe_difference,
     percentile_change,
     rounds_change,
+    share_difference,
 )
 
 __all__ = ["DEFAULT_TOLERANCE", "KINDS", "SECTIONS", "DiffReport", "Finding", "NotCompared", "Tolerances",
@@ -49,15 +55,27 @@ SECTIONS = (VERDICT, CHECKS, PERFORMANCE, RATES)
 REGRESSION, IMPROVEMENT, CHANGE, UNCHANGED = "regression", "improvement", "change", "unchanged"
 KINDS = (REGRESSION, IMPROVEMENT, CHANGE, UNCHANGED)
 
-# Per-request samples the cells carry, with the name a tolerance is given under.
+# Per-request samples the cells carry, with the name a tolerance is given under. The first reasoning and the
+# first content token are times to a first token, of a part of the output: TTFT's tolerance applies.
 SAMPLE_METRICS = {"ttft_ms": ("ttft", "TTFT"), "tpot_ms": ("tpot", "TPOT"), "e2e_ms": ("e2e", "E2E"),
-                  "itl_ms": ("itl", "ITL")}
+                  "itl_ms": ("itl", "ITL"), "first_reasoning_ms": ("ttft", "first reasoning token"),
+                  "first_content_ms": ("ttft", "first content token")}
+# Per-request token counts, compared by their mean per request.
+TOKENS = "tokens"
+COUNT_METRICS = {"reasoning_tokens": "reasoning tokens/request", "content_tokens": "content tokens/request"}
+# The cached share: the cached tokens over the prompt tokens of the same requests (run_bundle samples).
+CACHED_SHARE = ("cached_tokens", "cached_of_prompt_tokens", "cached share of prompt tokens")
 ROUND_METRICS = {"output_tok_s": "output tok/s", "request_per_s": "requests/s"}
+# The figures of the output split a cell has only where its engine or its replies gave them.
+_SPLIT_LABELS = {"first_reasoning_ms": "first reasoning token", "first_content_ms": "first content token",
+                 **COUNT_METRICS, CACHED_SHARE[0]: CACHED_SHARE[2]}
 # The tolerance families (the model profile's diff_tolerances keys, --tolerance METRIC=PCT): each
-# sample metric's own and "throughput" for the per-round figures. A cell's single figures (goodput)
-# have no interval and so are never significant: no tolerance applies to them.
+# sample metric's own, "tokens" for the token counts and "throughput" for the per-round figures. A
+# cell's single figures (goodput) have no interval and so are never significant: no tolerance applies.
 THROUGHPUT = "throughput"
-TOLERANCE_FAMILIES = (*(family for family, _ in SAMPLE_METRICS.values()), THROUGHPUT)
+TOLERANCE_FAMILIES = (*dict.fromkeys(family for family, _ in SAMPLE_METRICS.values()), TOKENS, THROUGHPUT)
+# The rate a load cell's speculative-decoding acceptance is recorded under (load/output_split.py).
+ACCEPTANCE_RATE = "spec_decode_acceptance["
 # A tool-call trigger confusion's counts, in the order statistics.f1_difference takes them.
 CONFUSION_FIELDS = ("both_called", "only_candidate_called", "only_reference_called", "neither_called")
 # Why two runs' throughput requests differ most often: the prompts' kind or origin (token ids from the
@@ -179,6 +197,10 @@ def compare_bundles(base: Bundle, new: Bundle, *, tolerances: Tolerances | None 
     notes.append(_tolerance_note(tolerances))
     notes.append(f"Intervals: 95%; performance and F1 by bootstrap ({RESAMPLES} resamples, seed {seed}), rates by "
                  f"Newcombe's hybrid score interval.")
+    if any(str(rate.get("name", "")).startswith(ACCEPTANCE_RATE) for bundle in (base, new)
+           for rate in bundle.section("rates")):
+        notes.append("Speculative-decoding acceptance is a rate of draft tokens, and the tokens of one draft are not "
+                     "independent trials: its interval is narrower than a rerun would scatter it.")
     findings = [*_verdict_findings(base, new), *_check_findings(base, new),
                 *_cell_findings(base, new, tolerances, seed, not_compared),
                 *_rate_findings(base, new, seed, not_compared)]
@@ -385,13 +407,30 @@ def _cell_findings(base: Bundle, new: Bundle, tolerances: Tolerances, seed: int,
                                             f"{before.get('request_set')} vs {cell.get('request_set')}: other "
                                             f"prompts or media){_REQUEST_SET_HINT.get(identity[0], '')}"))
             continue
+        _one_sided(name, before, cell, not_compared)
         findings += _sample_findings(name, identity, before, cell, tolerances, seed)
+        findings += _count_findings(name, identity, before, cell, tolerances, seed)
         findings += _round_findings(name, identity, before, cell, tolerances, seed)
         findings += _figure_findings(name, before, cell)
     for identity in base_cells:
         if identity not in new_cells:
             not_compared.append(NotCompared(f"cell {identity[0]} {identity[1]}", "only in BASE"))
     return findings
+
+
+def _one_sided(name: str, base: Mapping[str, Any], new: Mapping[str, Any], not_compared: list[NotCompared]) -> None:
+    """The output split's figures one run has and the other has not: listed, not compared (a mean of nothing).
+
+    A run has them where its engine reported them (cached tokens) or its replies had them (reasoning).
+    """
+    base_samples, new_samples = base.get("samples") or {}, new.get("samples") or {}
+    for metric, label in _SPLIT_LABELS.items():
+        before, after = bool(base_samples.get(metric)), bool(new_samples.get(metric))
+        if before != after:
+            run, other = ("BASE", "NEW") if before else ("NEW", "BASE")
+            not_compared.append(NotCompared(f"{label} of cell {name}", f"only in {run}: no request of {other} had "
+                                                                       f"it (not reported by the engine, or no such "
+                                                                       f"output)"))
 
 
 def _shape_difference(base: Mapping[str, Any], new: Mapping[str, Any]) -> str:
@@ -420,7 +459,7 @@ def _sample_findings(name: str, identity: tuple[str, str], base: Mapping[str, An
     base_samples, new_samples = base.get("samples") or {}, new.get("samples") or {}
     for metric, (family, label) in SAMPLE_METRICS.items():
         before, after = base_samples.get(metric) or [], new_samples.get(metric) or []
-        if not before and not after:
+        if (not before and not after) or (metric in _SPLIT_LABELS and not (before and after)):
             continue
         tolerance, _ = tolerances.of(family)
         changes = percentile_change(before, after, seed=seed, name=f"{name} {metric}")
@@ -432,6 +471,49 @@ def _sample_findings(name: str, identity: tuple[str, str], base: Mapping[str, An
                 interval.change, interval.low, interval.high, "relative", significant, tolerance, why,
                 (identity[0], identity[1], "samples", metric, str(q))))
     return findings
+
+
+def _count_findings(name: str, identity: tuple[str, str], base: Mapping[str, Any], new: Mapping[str, Any],
+                    tolerances: Tolerances, seed: int) -> list[Finding]:
+    """Tokens per request (mean, relative change: a change, neither better nor worse) and the cached share."""
+    findings = []
+    base_samples, new_samples = base.get("samples") or {}, new.get("samples") or {}
+    tolerance, _ = tolerances.of(TOKENS)
+    for metric, label in COUNT_METRICS.items():
+        before, after = base_samples.get(metric) or [], new_samples.get(metric) or []
+        if not (before and after):
+            continue
+        interval = mean_change(before, after, seed=seed, name=f"{name} {metric}")
+        kind, significant, why = _significance(interval, tolerance, better_when_higher=False)
+        findings.append(Finding(PERFORMANCE, CHANGE if significant else kind, name, label, _mean(before),
+                                _mean(after), interval.change, interval.low, interval.high, "relative", significant,
+                                tolerance, why, (identity[0], identity[1], "samples", metric)))
+    parts, totals, label = CACHED_SHARE
+    if base_samples.get(totals) and new_samples.get(totals):
+        interval = share_difference(base_samples.get(parts) or [], base_samples.get(totals) or [],
+                                    new_samples.get(parts) or [], new_samples.get(totals) or [],
+                                    seed=seed, name=f"{name} {label}")
+        findings.append(_share_finding(name, identity, label, _share_of(base_samples, parts, totals),
+                                       _share_of(new_samples, parts, totals), interval))
+    return findings
+
+
+def _share_of(samples: Mapping[str, Any], parts: str, totals: str) -> str:
+    part, total = sum(samples.get(parts) or []), sum(samples.get(totals) or [])
+    return f"{100 * part / total:.1f}%" if total else "not reported"
+
+
+def _share_finding(name: str, identity: tuple[str, str], label: str, before: str, after: str,
+                   interval: Interval) -> Finding:
+    """A share's difference: significant when its interval excludes zero (more cached is better)."""
+    kind, significant, note = UNCHANGED, False, interval.basis
+    if interval.excludes_zero and interval.change is not None:
+        kind, significant = (IMPROVEMENT if interval.change > 0 else REGRESSION), True
+    elif interval.change is not None:
+        note = f"not significant: {interval.basis}" if interval.low is None else \
+            f"not significant: the interval covers 0 ({interval.basis})"
+    return Finding(PERFORMANCE, kind, name, label, before, after, interval.change, interval.low, interval.high,
+                   "difference", significant, None, note, (identity[0], identity[1], "samples", CACHED_SHARE[0]))
 
 
 def _round_findings(name: str, identity: tuple[str, str], base: Mapping[str, Any], new: Mapping[str, Any],

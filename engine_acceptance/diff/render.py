@@ -200,7 +200,8 @@ def _chart_fragment(report: DiffReport, source: tuple[str, ...], findings: list[
                 ordered = np.sort(np.asarray(values, dtype=float))
                 axis.step(ordered, np.arange(1, ordered.size + 1) / ordered.size, where="post", label=label)
             for finding in findings:
-                axis.axhline(int(finding.source[4]) / 100, color="grey", linestyle=":", linewidth=1)
+                if len(finding.source) > 4:  # a percentile's line; a mean or a share has none
+                    axis.axhline(int(finding.source[4]) / 100, color="grey", linestyle=":", linewidth=1)
             axis.set_xlabel(metric.replace("_", " "))
             axis.set_ylabel("share of requests at or below")
             axis.legend()

@@ -13,6 +13,12 @@ the diff's seed and the figure's name, so the same two bundles give the same int
   of the rounds, bootstrapped over the rounds. A run has few rounds (the default three),
   so the interval is coarse and says so; with fewer than ``MIN_ROUNDS`` on a side there
   is no interval at all ("too few rounds"), and no significance.
+* **A mean of per-request counts** (reasoning and content tokens per request): the relative
+  change of the mean, with a bootstrap of the requests (``MIN_MEAN_SAMPLES`` a side at least).
+* **A share of summed per-request counts** (the cached share of the prompt tokens: the
+  cached tokens over the prompt tokens of the requests that reported them): the difference of
+  the two shares, with a bootstrap that resamples requests, each with its two counts, so the
+  tokens of one request move together (they are not independent trials).
 * **A rate** (k of n): the difference of proportions with Newcombe's hybrid score interval
   (his method 10, from the two Wilson intervals; Newcombe 1998, Statistics in Medicine
   17:873-890). **Tool-call F1** from confusion counts: the difference of F1, bootstrapped
@@ -30,8 +36,9 @@ import numpy as np
 
 from engine_acceptance.proportions import wilson_interval
 
-__all__ = ["MIN_ROUNDS", "MIN_TAIL", "PERCENTILES", "RESAMPLES", "Interval", "f1_difference", "f1_score",
-           "newcombe_difference", "percentile_change", "rounds_change"]
+__all__ = ["MIN_MEAN_SAMPLES", "MIN_ROUNDS", "MIN_TAIL", "PERCENTILES", "RESAMPLES", "Interval", "f1_difference",
+           "f1_score", "mean_change", "newcombe_difference", "percentile_change", "rounds_change",
+           "share_difference"]
 
 RESAMPLES = 2000
 PERCENTILES = (50, 90, 95, 99)
@@ -41,6 +48,8 @@ PERCENTILES = (50, 90, 95, 99)
 MIN_TAIL = 5
 # A bootstrap over one or two values per side cannot tell a change from noise.
 MIN_ROUNDS = 3
+# Requests a side for an interval of a mean or a share of per-request counts: as many as a P50 needs.
+MIN_MEAN_SAMPLES = 10
 
 
 @dataclass(frozen=True)
@@ -125,20 +134,70 @@ def percentile_change(base: Sequence[float], new: Sequence[float], *, seed: int,
 def rounds_change(base: Sequence[float], new: Sequence[float], *, seed: int, name: str,
                   resamples: int = RESAMPLES) -> Interval:
     """The relative change of the mean of the rounds, bootstrapped over the rounds (none under MIN_ROUNDS)."""
+    return _mean_ratio(base, new, what="rounds", minimum=MIN_ROUNDS, seed=seed, name=name, resamples=resamples,
+                       caveat=" (coarse: few values)")
+
+
+def mean_change(base: Sequence[float], new: Sequence[float], *, seed: int, name: str,
+                resamples: int = RESAMPLES) -> Interval:
+    """The relative change of the mean per request, new/base - 1, bootstrapped over the requests."""
+    return _mean_ratio(base, new, what="requests", minimum=MIN_MEAN_SAMPLES, seed=seed, name=name,
+                       resamples=resamples)
+
+
+def _mean_ratio(base: Sequence[float], new: Sequence[float], *, what: str, minimum: int, seed: int, name: str,
+                resamples: int, caveat: str = "") -> Interval:
+    """new mean / base mean - 1 of values (``what``: rounds, requests), bootstrapped over them (``minimum`` a side)."""
     base_values = np.asarray(base, dtype=float)
     new_values = np.asarray(new, dtype=float)
-    if base_values.size == 0 or new_values.size == 0 or base_values.mean() <= 0:
-        return Interval(None, None, None, f"no rounds to compare ({base_values.size} and {new_values.size})")
+    if base_values.size == 0 or new_values.size == 0:
+        return Interval(None, None, None, f"no {what} to compare ({base_values.size} and {new_values.size})")
+    if base_values.mean() <= 0:
+        return Interval(None, None, None, f"a base mean of 0 (NEW {new_values.mean():.4g}): no relative change")
     change = float(new_values.mean() / base_values.mean() - 1)
-    if min(base_values.size, new_values.size) < MIN_ROUNDS:
-        return Interval(change, None, None, f"too few rounds ({base_values.size} and {new_values.size}; "
-                                            f"an interval needs {MIN_ROUNDS} a side)")
+    if min(base_values.size, new_values.size) < minimum:
+        return Interval(change, None, None, f"too few {what} ({base_values.size} and {new_values.size}; "
+                                            f"an interval needs {minimum} a side)")
     rng = _rng(seed, name)
     base_means = base_values[rng.integers(0, base_values.size, size=(resamples, base_values.size))].mean(axis=1)
     new_means = new_values[rng.integers(0, new_values.size, size=(resamples, new_values.size))].mean(axis=1)
+    if np.any(base_means <= 0):
+        return Interval(change, None, None, "a base resample with a mean of 0: no interval of a relative change")
     low, high = np.percentile(new_means / base_means - 1, [2.5, 97.5])
     return Interval(change, float(low), float(high),
-                    f"bootstrap of {base_values.size} and {new_values.size} rounds (coarse: few values)")
+                    f"bootstrap of {base_values.size} and {new_values.size} {what}{caveat}")
+
+
+def share_difference(base_parts: Sequence[float], base_totals: Sequence[float], new_parts: Sequence[float],
+                     new_totals: Sequence[float], *, seed: int, name: str, resamples: int = RESAMPLES) -> Interval:
+    """new share - base share, each the sum of the parts over the sum of the totals, bootstrapped over requests.
+
+    ``parts[i]`` and ``totals[i]`` are one request's (its cached and its prompt tokens): a resample
+    draws requests, so the tokens of one request stay together.
+    """
+    sides = []
+    for parts, totals in ((base_parts, base_totals), (new_parts, new_totals)):
+        part, total = np.asarray(parts, dtype=float), np.asarray(totals, dtype=float)
+        if part.size != total.size:
+            raise ValueError(f"{name}: {part.size} parts for {total.size} totals")
+        sides.append((part, total))
+    (base_part, base_total), (new_part, new_total) = sides
+    if base_total.sum() <= 0 or new_total.sum() <= 0:
+        return Interval(None, None, None, f"no totals to compare ({base_total.size} and {new_total.size} requests)")
+    change = float(new_part.sum() / new_total.sum() - base_part.sum() / base_total.sum())
+    if min(base_total.size, new_total.size) < MIN_MEAN_SAMPLES:
+        return Interval(change, None, None, f"too few requests ({base_total.size} and {new_total.size}; "
+                                            f"an interval needs {MIN_MEAN_SAMPLES} a side)")
+    rng = _rng(seed, name)
+
+    def shares(part: np.ndarray, total: np.ndarray) -> np.ndarray:
+        picks = rng.integers(0, total.size, size=(resamples, total.size))
+        sums = total[picks].sum(axis=1)
+        return np.where(sums > 0, part[picks].sum(axis=1) / np.maximum(sums, 1e-12), 0.0)
+
+    low, high = np.percentile(shares(new_part, new_total) - shares(base_part, base_total), [2.5, 97.5])
+    return Interval(change, float(low), float(high),
+                    f"bootstrap of {base_total.size} and {new_total.size} requests (their tokens kept together)")
 
 
 def newcombe_difference(base_k: int, base_n: int, new_k: int, new_n: int) -> Interval:

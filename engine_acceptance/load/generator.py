@@ -54,11 +54,13 @@ from engine_acceptance.load.metrics import (
     RequestRecord,
     RoundSummary,
     record_request,
-    samples_ms,
+    request_samples,
     summarize_cell,
     summarize_round,
 )
 from engine_acceptance.load.process_plan import ASSUMED_STREAM_EVENTS_PER_S, ProcessPlan, plan_processes
+from engine_acceptance.load.output_split import SplitCell, cell_of_summary, split_figures
+from engine_acceptance.load.spec_decode import RoundCounters, SpecDecodeCounters
 from engine_acceptance.load.workers import WorkerPool, split_concurrency, split_indices
 from engine_acceptance.wire.reassembly import reassemble_stream
 from engine_acceptance.wire.sse import SSEEvent, SSEParser
@@ -214,13 +216,20 @@ class PromptIds:
 
 
 def build_bodies(cell: Cell, prompts: PromptSource, *, model: str, ignore_eos: bool, count: int,
-                 first_index: int) -> list[bytes]:
-    """The encoded request bodies of one round, ready to send."""
+                 first_index: int, chat: bool = False) -> list[bytes]:
+    """The encoded request bodies of one round, ready to send.
+
+    ``chat``: chat requests (``/v1/chat/completions``), each prompt the one user message; they
+    carry text, so the prompts must be text (:class:`~engine_acceptance.load.prompts.TextPrompts`).
+    """
     bodies = []
     for i in range(count):
+        prompt = prompts.prompt(cell.input_tokens, first_index + i)
+        if chat and not isinstance(prompt, str):
+            raise ValueError("chat requests carry text: build them from text prompts, not token ids")
         body: dict[str, Any] = {
             "model": model,
-            "prompt": prompts.prompt(cell.input_tokens, first_index + i),
+            **({"messages": [{"role": "user", "content": prompt}]} if chat else {"prompt": prompt}),
             "max_tokens": cell.output_tokens,
             "temperature": 0,
             "stream": True,
@@ -396,8 +405,12 @@ def replay_events(raw: RawRequest) -> list[SSEEvent]:
     return events + tail
 
 
-def analyse_round(raw: RawRound) -> tuple[list[RequestRecord], RoundSummary]:
-    """Per-request records and the round's figures, computed after the round."""
+def analyse_round(raw: RawRound, *, chat: bool = False) -> tuple[list[RequestRecord], RoundSummary]:
+    """Per-request records and the round's figures, computed after the round.
+
+    ``chat``: the requests went to ``/v1/chat/completions``, where reasoning has a field of its own
+    (``metrics.record_request``).
+    """
     records = []
     for request in raw.requests:
         start_s = request.start - raw.start
@@ -412,7 +425,7 @@ def analyse_round(raw: RawRound) -> tuple[list[RequestRecord], RoundSummary]:
                                           error=f"{request.content_type}: {body[:300].decode('utf-8', 'replace')}"))
             continue
         reply = reassemble_stream(replay_events(request), sent_at=request.start)
-        records.append(record_request(reply, start_s=start_s, status=request.status))
+        records.append(record_request(reply, start_s=start_s, status=request.status, chat=chat))
     wall = raw.wall_s
     if raw.processes:
         # Saturation is per process: the busiest one says whether the client kept up.
@@ -550,10 +563,17 @@ class CellResult:
     plan: ProcessPlan | None = None
     # The prompt index its warm-up started at: its measured prompts follow the warm-up's.
     first_index: int = 0
+    # Why its rounds have no speculative-decoding acceptance (spec_decode.py); None: they have one, or none asked.
+    spec_decode_note: str | None = None
 
     @property
     def processes(self) -> int:
         return self.plan.processes if self.plan is not None else 1
+
+    def split_cell(self) -> SplitCell:
+        """What the output split's columns read (``/v1/completions``: no reasoning field)."""
+        return cell_of_summary(self.cell.key, self.summary, (r for records in self.records for r in records),
+                               chat=False, spec_decode_note=self.spec_decode_note)
 
     def bundle_entry(self, prompts: PromptSource, *, ignore_eos: bool) -> dict[str, Any]:
         """The cell for the run bundle: its shape, every measured request's latencies, each round's throughput.
@@ -570,7 +590,7 @@ class CellResult:
                  "ignore_eos": ignore_eos}
         entry = cell_entry(
             "throughput", self.cell.key, shape,
-            samples=samples_ms(record for records in self.records for record in records),
+            samples=request_samples((r for records in self.records for r in records), chat=False),
             rounds={name: list(self.summary.metrics[name].rounds) for name in ("output_tok_s", "request_per_s")
                     if name in self.summary.metrics},
             request_set_parts=(prompts.origin,))
@@ -582,6 +602,8 @@ class CellResult:
             "input_tokens_exact": self.input_exact,
             "client_stamping": self.stamping,
             **(self.plan.as_dict() if self.plan is not None else {"client_processes": 1}),
+            "spec_decode_note": self.spec_decode_note,
+            "output_split": split_figures(self.split_cell()),
             "summary": self.summary.as_dict(),
             "warmup": self.warmup.as_dict() if self.warmup else None,
             "requests": [[record.as_dict() for record in records] for records in self.records],
@@ -604,11 +626,13 @@ def _every(seconds: float, report: Callable[[int], None]) -> Callable[[int], Non
 
 async def measure_cell(target: EngineTarget, cell: Cell, prompts: PromptSource, *, rounds: int, ignore_eos: bool,
                        first_index: int = 0, progress: Progress | None = None,
-                       clock: Clock = time.monotonic, processes: int | None = 1) -> CellResult:
+                       clock: Clock = time.monotonic, processes: int | None = 1,
+                       counters: SpecDecodeCounters | None = None) -> CellResult:
     """Warm up, then run ``rounds`` measured rounds of ``cell.requests`` requests each.
 
     ``processes``: client processes (``--load-processes``), None for auto (``Cell.plan_processes``).
     A spread cell runs on the monotonic clock of every process, whatever ``clock`` says.
+    ``counters``: the engine's speculative-decoding counters, read between the rounds (never during one).
     """
     say: Progress = progress or (lambda _line: None)
     index = first_index
@@ -628,6 +652,7 @@ async def measure_cell(target: EngineTarget, cell: Cell, prompts: PromptSource, 
     generator: LoadGenerator | SpreadGenerator = (
         LoadGenerator(target, cell.concurrency, clock=clock) if plan.processes == 1
         else SpreadGenerator(target, cell.concurrency, plan.processes))
+    around = RoundCounters(counters)
     async with generator:
         if cell.warmup_requests:
             raw = await generator.round(bodies(cell.warmup_requests))
@@ -635,10 +660,13 @@ async def measure_cell(target: EngineTarget, cell: Cell, prompts: PromptSource, 
             say(f"{cell.key} warm-up: {warmup.completed}/{warmup.requests} requests done in {warmup.wall_s:.1f} s "
                 f"(not counted)")
         for number in range(1, rounds + 1):
-            raw = await generator.round(bodies(cell.requests), on_done=_every(
+            batch = bodies(cell.requests)
+            await around.start()
+            raw = await generator.round(batch, on_done=_every(
                 PROGRESS_EVERY_S, lambda done, n=number: say(
                     f"{cell.key} round {n}/{rounds}: {done}/{cell.requests} requests done so far")))
             records, summary = analyse_round(raw)
+            summary = await around.finish(summary)
             summaries.append(summary)
             all_records.append(records)
             errors = ", ".join(f"{k}={v}" for k, v in sorted(summary.errors_by_kind.items())) or "no errors"
@@ -647,4 +675,5 @@ async def measure_cell(target: EngineTarget, cell: Cell, prompts: PromptSource, 
                 f"{summary.completed}/{summary.requests} requests done, {errors}, {summary.wall_s:.1f} s, "
                 f"{tok_s:.1f} output tok/s")
     return CellResult(cell, summarize_cell(cell.key, summaries), all_records, warmup, generator.stamping,
-                      input_exact=prompts.exact, plan=plan, first_index=first_index)
+                      input_exact=prompts.exact, plan=plan, first_index=first_index,
+                      spec_decode_note=around.unavailable)

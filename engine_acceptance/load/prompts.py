@@ -26,12 +26,10 @@ from engine_acceptance.wire.types import EngineTarget
 from engine_acceptance.load.generator import _WORDS, PromptIds
 from engine_acceptance.wire.token_count import TokenCountError, TokenEstimate, calibrate, usage_prompt_tokens
 
-__all__ = ["CALIBRATION_WORDS", "NO_TOKEN_IDS_REASON", "TextPrompts", "recount_prompt_tokens", "word_estimate"]
+__all__ = ["CALIBRATION_WORDS", "TextPrompts", "recount_prompt_tokens", "word_estimate"]
 
 # Words in the short and the longer calibration sample (the corpus's common English words).
 CALIBRATION_WORDS = (32, 256)
-# Why the prompts are text: said wherever their length is reported.
-NO_TOKEN_IDS_REASON = "no /tokenize and no --tokenizer"
 
 
 def word_estimate() -> TokenEstimate:
@@ -48,8 +46,9 @@ class TextPrompts:
     estimate: TokenEstimate
     source: str
     seed: int
-    # Why the prompts are text, not token ids: said wherever their length is reported.
-    why: str = NO_TOKEN_IDS_REASON
+    # Why the prompts are text, not token ids: said wherever their length is reported (the tokenize
+    # endpoint absent or broken, in its probe's words, and no --tokenizer: wire.token_count.uncounted).
+    why: str = "no tokenizer"
     exact: ClassVar[bool] = False
     origin: ClassVar[str] = "text"
 
@@ -80,8 +79,8 @@ class TextPrompts:
         return f"text prompts of about {self.chars_for(length):,} characters ({self.estimate.describe()})"
 
     @classmethod
-    def for_engine(cls, target: EngineTarget, *, min_tokens: int, seed: int | None = None,
-                   why: str = NO_TOKEN_IDS_REASON) -> "TextPrompts":
+    def for_engine(cls, target: EngineTarget, *, min_tokens: int, why: str, seed: int | None = None
+                   ) -> "TextPrompts":
         """Calibrate on the engine's completions endpoint and return the prompts (synchronous HTTP)."""
         seed = random.randrange(1 << 30) if seed is None else seed
         estimate = word_estimate()

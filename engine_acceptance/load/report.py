@@ -2,6 +2,9 @@
 
 Each cell shows the median of its rounds with the rounds' min-max; the JSON keeps
 every round's figures and every request's record, plus how percentiles were taken.
+The table ends with the output split's columns (:mod:`engine_acceptance.load.output_split`:
+cached prompt tokens and draft acceptance where the engine reports them; the fixed-length
+load is on ``/v1/completions``, which has no reasoning field) and their notes.
 """
 
 from __future__ import annotations
@@ -11,10 +14,11 @@ from typing import Any
 
 from engine_acceptance.load.generator import CellResult
 from engine_acceptance.load.metrics import PERCENTILE_METHOD
+from engine_acceptance.load.output_split import split_columns
 from engine_acceptance.reporting import html, terminal
 from engine_acceptance.reporting.table import Table
 
-__all__ = ["COLUMNS", "note_page", "results_document", "table_header", "table_html", "table_lines", "table_rows"]
+__all__ = ["COLUMNS", "note_page", "results_document", "table_html", "table_lines", "throughput_table"]
 
 COLUMNS = (
     ("output_tok_s", "out tok/s"),
@@ -37,7 +41,7 @@ def prompt_tokens_cell(result: CellResult) -> str:
     return span if result.input_exact else f"~{span}"
 
 
-def table_rows(results: Sequence[CellResult]) -> list[list[str]]:
+def _rows(results: Sequence[CellResult]) -> list[list[str]]:
     rows = []
     for result in results:
         summary = result.summary
@@ -50,9 +54,16 @@ def table_rows(results: Sequence[CellResult]) -> list[list[str]]:
     return rows
 
 
-def table_header() -> list[str]:
+def _header() -> list[str]:
     return ["cell", "req x rounds", "prompt tok", *(label for _, label in COLUMNS), "errors", "client CPU",
             "client procs"]
+
+
+def throughput_table(title: str, results: Sequence[CellResult], notes: Sequence[str] = ()) -> Table:
+    """The cells' table: the throughput columns, then the output split's, with the split's notes under it."""
+    header, rows, split_notes = split_columns([result.split_cell() for result in results])
+    return Table.of(title, [*_header(), *header], [[*row, *split] for row, split in zip(_rows(results), rows)],
+                    [*notes, *split_notes])
 
 
 def note_page(table: Table) -> str:
@@ -61,8 +72,8 @@ def note_page(table: Table) -> str:
 
 
 def table_lines(results: Sequence[CellResult]) -> list[str]:
-    """A fixed-width table for the terminal: median [min-max] of rounds."""
-    return terminal.fixed_width_lines(table_header(), table_rows(results))
+    """A fixed-width table for the terminal: median [min-max] of rounds, the split's notes under it."""
+    return terminal.table_lines(throughput_table("", results), title=False)
 
 
 def table_html(title: str, results: Sequence[CellResult], notes: Sequence[str] = ()) -> str:
@@ -75,7 +86,7 @@ def table_html(title: str, results: Sequence[CellResult], notes: Sequence[str] =
             f"{prompt_note} Client CPU: the load generator's busiest round, as a share of one core (of its busiest "
             f"process when spread). Client procs: processes that sent the cell from one schedule and one clock; "
             f"every percentile is over all their requests (--load-processes).")
-    return note_page(Table.of(title, table_header(), table_rows(results), [" ".join([*notes, note])]))
+    return note_page(throughput_table(title, results, [" ".join([*notes, note])]))
 
 
 def results_document(results: Sequence[CellResult], *, engine: dict[str, Any], settings: dict[str, Any],

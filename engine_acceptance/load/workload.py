@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from engine_acceptance.load.generator import PromptSource
+from engine_acceptance.load.spec_decode import SpecDecodeCounters
 from engine_acceptance.reporting.table import Table
 from engine_acceptance.wire.types import EngineTarget
 
@@ -49,8 +50,9 @@ class LoadContext:
 
     Each workload reads the fields it uses: the token workloads (closed and open loop) the
     prompts, ``ignore_eos`` and the client processes; the media load how video is sent;
-    the soak the function that sends one of its requests, and what ends it early. Every
-    workload awaits ``after_cell`` (when given) with each cell's result, in order.
+    the soak the function that sends one of its requests, and what ends it early; the cells
+    (closed, open loop, media) the speculative-decoding counters. Every workload awaits
+    ``after_cell`` (when given) with each cell's result, in order.
     """
 
     target: EngineTarget
@@ -65,6 +67,8 @@ class LoadContext:
     send: SoakSend | None = None
     stop: asyncio.Event | None = None
     after_cell: AfterCell | None = None
+    # The engine's speculative-decoding counters, read around each measured round (spec_decode.py).
+    counters: SpecDecodeCounters | None = None
 
 
 @runtime_checkable

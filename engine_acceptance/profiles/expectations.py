@@ -8,8 +8,10 @@ from an installed wheel (``.../site-packages/engine_acceptance/suite/tests/...``
 ``tests/`` prefix in a record is dropped when it is loaded. It names the engine kind and
 version range, a model pattern, the reason and where the defect was seen, and
 what the failure looks like (``failure``: a regular expression searched in the
-failure message, required, and optionally the report's failure category; a failure of
-several problems is matched problem by problem, pytest_plugin/records.py). A matching test is
+problem's own words, required, and optionally the report's failure category; a failure of
+several problems is matched problem by problem, pytest_plugin/records.py). The words are the
+failure message without the exception type pytest puts first and without a discovery lead
+(profiles/problem_text.py). A matching test is
 marked ``xfail(strict=True)``: while the defect lasts the gate stays green, and
 the day it is fixed the test passes, the strict xfail fails, and the stale
 record is noticed instead of hiding a regression forever. A failure the record
@@ -18,6 +20,16 @@ does not describe is not covered by it (pytest_plugin/records.py makes it a fail
 Record files are read from the user's profiles dirs (``expectations/``), then the
 shipped ``fixtures/expectations/`` (sources.py); a user's file named like a shipped one
 replaces it.
+
+A record that could excuse what it does not describe is refused when it is loaded, naming
+it (``file#index`` and its check), the reason and how to write it:
+
+- its message pattern matches an empty text, the exception type or the discovery lead that
+  are taken off, or two or more of the sample problems of profiles/generic_texts.py;
+- its pattern starts with an exception type (``Failed: ...``): it would never match;
+- its scope is all wildcards: the check must name its module in full (``test_x.py::...``,
+  no ``*`` before ``::``), and a record for any engine (``engine: "*"``) must name a model
+  (a model pattern that matches an empty or one-character name matches any name).
 """
 
 from __future__ import annotations
@@ -35,6 +47,8 @@ import yaml
 from packaging.specifiers import InvalidSpecifier, SpecifierSet
 from packaging.version import InvalidVersion, Version
 
+from engine_acceptance.profiles.generic_texts import record_pattern_over_reach
+from engine_acceptance.profiles.problem_text import exception_type, problem_text
 from engine_acceptance.profiles.profile import DATA_ROOT
 from engine_acceptance.profiles.sources import SHIPPED, ProfileError, data_files
 from engine_acceptance.failure_categories import FAILURE_CATEGORIES, failure_category
@@ -48,23 +62,35 @@ EXPECTATIONS_DIR = SHIPPED.expectations
 SCHEMA_PATH = DATA_ROOT / "schemas" / "expectations.schema.json"
 # What a record's check used to start with: the checkout's folder, dropped when loading.
 LEGACY_PREFIX = "tests/"
+# A model pattern that matches one of these names matches any name (see _names_a_model).
+_ONE_CHARACTER_NAMES = ("", *"abcxyzABCXYZ0189-_./:")
+# How to write a specific pattern, said with every refusal of one.
+_HOW_TO_WRITE = ("write the check's own words for the one problem the record excuses, as the failure prints them "
+                 "after the exception type and any 'found broken by capability discovery (...); ' lead, like "
+                 "'no usage in the reply \\(stream_options.include_usage was set\\)' (docs/profiles-and-records.md)")
 
 
 @dataclass(frozen=True)
 class FailureDescription:
     """What a recorded failure looks like; every field given must hold."""
 
-    # Searched (re.search) in the failure message: the exception as pytest prints it,
-    # ``AssertionError: ...`` or ``Failed: ...`` (ExceptionInfo.exconly()).
+    # Searched (re.search) in the problem's own words: the failure as pytest prints it
+    # (ExceptionInfo.exconly(), ``AssertionError: ...``) without the exception type in front and
+    # without a discovery lead (problem_text.problem_text).
     message: str | None = None
-    # One of reporting.FAILURE_CATEGORIES, decided by reporting.failure_category().
+    # One of reporting.FAILURE_CATEGORIES, decided by reporting.failure_category() on the same words.
     category: str | None = None
 
     def matches(self, message: str, status: str = "failed") -> bool:
-        """Whether a failure with this message (and Allure status, failed or broken) is this one."""
-        if self.message is not None and not re.search(self.message, message):
+        """Whether a failure with this message (and Allure status, failed or broken) is this one.
+
+        `message` may carry the exception type and discovery leads (a whole ``exconly()``, or one
+        problem of several): they are taken off before the pattern and the category are read.
+        """
+        words = problem_text(message)
+        if self.message is not None and not re.search(self.message, words):
             return False
-        return self.category is None or self.category == failure_category(message, status)
+        return self.category is None or self.category == failure_category(words, status)
 
     def describe(self, limit: int = 80) -> str:
         """``category 'X' and a message matching /re/``, the regex cut at `limit` characters."""
@@ -156,8 +182,9 @@ def load_expectations(paths: Sequence[Path] | None = None) -> list[ExpectedFailu
                 raise ProfileError(_no_message(path, first.absolute_path[1], data))
             if first.validator == "pattern" and where.endswith("/check"):
                 raise ProfileError(f"{path}: field {where}: {first.instance!r} is not a check id; write the "
-                                   f"module and the test, like test_text.py::test_x[*] (no folder, so the record "
-                                   f"matches wherever the suite is installed)")
+                                   f"module and the test, like test_text.py::test_x[*] (the module in full, without "
+                                   f"* or a folder, so the record names one module and matches wherever the suite "
+                                   f"is installed)")
             raise ProfileError(f"{path}: field {where}: {first.message}")
         for index, raw in enumerate(data["records"]):
             try:
@@ -169,13 +196,20 @@ def load_expectations(paths: Sequence[Path] | None = None) -> list[ExpectedFailu
             failure = FailureDescription(**raw["failure"])
             if failure.message is not None:
                 try:
-                    re.compile(failure.message)
+                    pattern = re.compile(failure.message)
                 except re.error as exc:
                     raise ProfileError(f"{path}: field records/{index}/failure/message: {failure.message!r} is not "
                                        f"a valid regular expression: {exc}") from exc
-                if re.search(failure.message, ""):
+                if pattern.search(""):
                     # A pattern that matches the empty text matches every problem: no description at all.
                     raise ProfileError(_no_message(path, index, data, f"{failure.message!r} matches any text"))
+                why = _over_reach(pattern)
+                if why is not None:
+                    raise ProfileError(f"{_record_name(path, index, data)}: field records/{index}/failure/message "
+                                       f"{failure.message!r} does not describe one problem: {why}; {_HOW_TO_WRITE}")
+            scope = _all_wildcards(raw)
+            if scope is not None:
+                raise ProfileError(f"{_record_name(path, index, data)}: {scope}")
             if failure.category is not None and failure.category not in FAILURE_CATEGORIES:
                 raise ProfileError(f"{path}: field records/{index}/failure/category: {failure.category!r} is not "
                                    f"one of the report's failure categories: {', '.join(FAILURE_CATEGORIES)}")
@@ -185,15 +219,49 @@ def load_expectations(paths: Sequence[Path] | None = None) -> list[ExpectedFailu
     return records
 
 
-def _no_message(path: Path, index: Any, data: Any, why: str = "it has none") -> str:
-    """The refusal of a record whose failure has no message pattern that describes anything."""
+def _record_name(path: Path, index: Any, data: Any) -> str:
+    """``<path>: record <file>#<index> (<check>)``: how a refusal names the record."""
     try:
         check = data["records"][index]["check"]
     except (KeyError, IndexError, TypeError):
         check = "?"
-    return (f"{path}: record {index} ({check}): field records/{index}/failure/message is required and must describe "
-            f"the failure ({why}): write the check's own words for the problem it excuses, like 'no usage in the "
-            f"reply'; a category alone, or a pattern that matches anything, would excuse every failure of the check")
+    return f"{path}: record {path.name}#{index} ({check})"
+
+
+def _no_message(path: Path, index: Any, data: Any, why: str = "it has none") -> str:
+    """The refusal of a record whose failure has no message pattern that describes anything."""
+    return (f"{_record_name(path, index, data)}: field records/{index}/failure/message is required and must describe "
+            f"the failure ({why}): {_HOW_TO_WRITE}; a category alone, or a pattern that matches anything, would "
+            f"excuse every failure of the check")
+
+
+def _over_reach(pattern: re.Pattern[str]) -> str | None:
+    """Why a message pattern (that matches no empty text) does not describe one problem, or None."""
+    # The pattern's own text, after inline flags and an anchor: does it begin with a type's name?
+    written = exception_type(re.sub(r"^(\(\?[a-zA-Z]+\))?\^?", "", pattern.pattern))
+    if written is not None:
+        return (f"it starts with the exception type {written.strip()!r}, which is taken off before a record is "
+                f"matched, so it would never match; leave it out")
+    return record_pattern_over_reach(pattern)
+
+
+def _all_wildcards(raw: dict[str, Any]) -> str | None:
+    """Why a record's scope (check, engine, model) covers everything, or None.
+
+    The check names its module (the schema refuses a * before ``::``); a record for any engine
+    must name a model, or it would hold for every deployment the suite ever gates.
+    """
+    if raw["engine"] == "*" and not _names_a_model(raw["model"]):
+        return (f"field model {raw['model']!r} with engine '*' matches any model on any engine: a record for every "
+                f"engine names the model whose defect it records (like \"(?i)minimax-m3\"), and one for every model "
+                f"names its engine (like engine: vllm)")
+    return None
+
+
+def _names_a_model(model: str) -> bool:
+    """Whether a model pattern picks some models out: it matches no empty or one-character name."""
+    pattern = re.compile(model)
+    return not any(pattern.search(name) for name in _ONE_CHARACTER_NAMES)
 
 
 def matching_records(records: Sequence[ExpectedFailure], test_id: str, *, engine: str, version: str | None,

@@ -25,10 +25,12 @@ import yaml
 from engine_acceptance.profiles.refusals import Refusal, RefusalRules, parse_refusals
 from engine_acceptance.profiles.sources import SHIPPED, ProfileError, data_files, data_sources, find_data_file
 from engine_acceptance.resources import read_yaml
+from engine_acceptance.wire.reassembly import CACHED_TOKENS_PATH
 
 __all__ = [
     "DATA_ROOT",
     "CACHED_TOKENS_IN",
+    "METRIC_COUNTERS",
     "METRIC_GAUGES",
     "PROFILES_DIR",
     "SCHEMAS_DIR",
@@ -48,10 +50,14 @@ PROFILES_DIR = SHIPPED.models.parent
 SCHEMAS_DIR = DATA_ROOT / "schemas"
 # The kind of profile each folder holds, as messages name it.
 _KIND_OF = {"models": "model", "engines": "engine"}
-# The series an engine profile may name under features.metric_names: gauges, then the prefix cache's counters.
-METRIC_GAUGES = ("running", "waiting", "kv_cache_usage", "prefix_cache_queries", "prefix_cache_hits")
+# The gauges an engine profile may name under features.metric_names, and the counters: the prefix
+# cache's (wire/prefix_cache.py reads them around a request) and speculative decoding's
+# (load/spec_decode.py reads them around each round of load).
+METRIC_GAUGES = ("running", "waiting", "kv_cache_usage")
+METRIC_COUNTERS = ("prefix_cache_queries", "prefix_cache_hits", "spec_decode_draft_tokens",
+                   "spec_decode_accepted_tokens")
 # Where usage reports cached prompt tokens unless the engine profile says otherwise (features.cached_tokens_in).
-CACHED_TOKENS_IN = "prompt_tokens_details.cached_tokens"
+CACHED_TOKENS_IN = CACHED_TOKENS_PATH
 
 
 @dataclass(frozen=True)
@@ -75,6 +81,16 @@ class EngineProfile:
     @property
     def tokenize_endpoint(self) -> str | None:
         return self.features.get("tokenize_endpoint")
+
+    @property
+    def video_content_type(self) -> str | None:
+        """The content-part type a video is sent as (``video_url``); None when the profile names none."""
+        return self.features.get("video_content_type") or None
+
+    def no_video_reason(self) -> str:
+        """Why no video can be sent to this engine, and how to test video all the same."""
+        return (f"engine profile {self.name!r} names no video content type: set features.video_content_type "
+                "(e.g. video_url) in an engine profile of your own (--profiles-dir) to probe and test video")
 
     @property
     def readiness_path(self) -> str:
@@ -144,10 +160,12 @@ class EngineProfile:
         return self.features.get("cached_tokens_in") or CACHED_TOKENS_IN
 
     def metric_names(self, gauge: str) -> tuple[str, ...]:
-        """The names a Prometheus series (``running``, ``waiting``, ``kv_cache_usage``, ``prefix_cache_queries``,
-        ``prefix_cache_hits``) is served under, newest first; empty when the profile names none."""
-        if gauge not in METRIC_GAUGES:
-            raise ValueError(f"unknown gauge {gauge!r}; known: {', '.join(METRIC_GAUGES)}")
+        """The names a Prometheus gauge (``running``, ``waiting``, ``kv_cache_usage``) or counter
+        (``prefix_cache_queries``, ``prefix_cache_hits``, ``spec_decode_draft_tokens``,
+        ``spec_decode_accepted_tokens``) is served under, newest first; empty when the profile names none."""
+        known = (*METRIC_GAUGES, *METRIC_COUNTERS)
+        if gauge not in known:
+            raise ValueError(f"unknown gauge or counter {gauge!r}; known: {', '.join(known)}")
         return tuple((self.features.get("metric_names") or {}).get(gauge, ()))
 
 

@@ -13,6 +13,12 @@ purpose is stated with ``--not-served`` or a model profile's ``not_served:``.
 Which capabilities a profile may list refusals for (the probed ones) and how each one's
 intent is stated are the registry's (:mod:`engine_acceptance.capabilities.registry`).
 No pytest here; the engine profile loader builds the rules, discovery applies them.
+
+A refusal that would read a fault as "not offered" is refused when the profile loads,
+naming the file and the field: a message pattern that matches an empty message or a
+generic error text (``Internal Server Error``, a tool parser's crash, ...;
+profiles/generic_texts.py), and a 404 or 405 for a capability without a route of its own
+(the registry's ``own_route``): a chat capability's 404 is a wrong path or a proxy.
 """
 
 from __future__ import annotations
@@ -23,10 +29,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine_acceptance.capabilities.registry import stated_intent
+from engine_acceptance.capabilities.registry import CAPABILITIES, stated_intent
+from engine_acceptance.capabilities.registry import capability as registry_entry
+from engine_acceptance.profiles.generic_texts import matches_generic_error
 
-__all__ = ["ANY_CLIENT_ERROR", "Refusal", "RefusalRules", "parse_refusals",
-           "unrecognized_note"]
+__all__ = ["ROUTE_MISSING", "Refusal", "RefusalRules", "parse_refusals", "unrecognized_note"]
+
+# The statuses that say a route is not there: a refusal only of a capability with a route of its own.
+ROUTE_MISSING = (404, 405)
 
 
 @dataclass(frozen=True)
@@ -46,20 +56,12 @@ class RefusalRules:
 
     profile: str
     by_capability: Mapping[str, tuple[Refusal, ...]] = field(default_factory=dict)
-    # Only for the thinking switches: a switch the engine refuses is a switch this deployment
-    # does not take (another may work), never a fault of the capability.
-    any_client_error: bool = False
     # For a request every chat server must answer (the plain question): no 4xx is a refusal,
     # and no --not-served is offered for it.
     plain_request: bool = False
 
     def recognizes(self, capability: str, status: int, text: str) -> bool:
-        if self.any_client_error:
-            return True
         return any(refusal.matches(status, text) for refusal in self.by_capability.get(capability, ()))
-
-
-ANY_CLIENT_ERROR = RefusalRules("(any 4xx: a thinking switch the engine does not take)", any_client_error=True)
 
 
 def unrecognized_note(rules: RefusalRules, capability: str) -> str:
@@ -75,17 +77,31 @@ def parse_refusals(data: Mapping[str, Any] | None, path: Path,
                    error: type[Exception]) -> dict[str, tuple[Refusal, ...]]:
     """The ``refusals:`` mapping of an engine profile (already schema-checked), each message compiled.
 
-    A message that is not a regular expression raises `error` naming the file and the field.
+    A message that is not a regular expression, or one that matches a generic error text, and a
+    404 or 405 for a capability without a route of its own, raise `error` naming the file and the field.
     """
     parsed: dict[str, tuple[Refusal, ...]] = {}
     for capability, entries in (data or {}).items():
         refusals = []
         for index, entry in enumerate(entries):
+            field_name = f"{path}: field refusals/{capability}/{index}"
             try:
                 pattern = re.compile(entry["message"])
             except re.error as exc:
-                raise error(f"{path}: field refusals/{capability}/{index}/message: {entry['message']!r} is not a "
-                            f"regular expression ({exc})") from exc
-            refusals.append(Refusal(int(entry["status"]), pattern))
+                raise error(f"{field_name}/message: {entry['message']!r} is not a regular expression ({exc})") from exc
+            generic = matches_generic_error(pattern)
+            if generic is not None:
+                raise error(f"{field_name}/message: {entry['message']!r} matches {generic}, what an engine or a proxy "
+                            f"answers when something fails, so it would read a fault as {capability} not offered; "
+                            f"write the engine's own words for declining {capability}, taken from its source (like "
+                            f"' is not a multimodal model$')")
+            status = int(entry["status"])
+            if status in ROUTE_MISSING and not registry_entry(capability).own_route:
+                routed = ", ".join(entry.name for entry in CAPABILITIES if entry.own_route)
+                raise error(f"{field_name}/status: {status} for {capability}, which has no route of its own: "
+                            f"{capability} rides on /v1/chat/completions, where {status} means a wrong path or a proxy "
+                            f"in front of the engine, not {capability} declined; only a capability served on a route "
+                            f"of its own (the registry's own_route: {routed}) may list 404 or 405")
+            refusals.append(Refusal(status, pattern))
         parsed[capability] = tuple(refusals)
     return parsed

@@ -10,8 +10,9 @@ from engine_acceptance.capabilities.registry import capability_of_marker
 from engine_acceptance.profiles.expectations import ExpectedFailure, check_id, matching_records
 from engine_acceptance.pytest_plugin.allure_report import label_for_allure
 from engine_acceptance.pytest_plugin.keys import item_records_key, required_untested_key
-from engine_acceptance.pytest_plugin.verdict import COVERS_PROPERTY
+from engine_acceptance.pytest_plugin.verdict import COVERS_PROPERTY, RECORDS_PROPERTY
 from engine_acceptance.session import AcceptanceSession
+from engine_acceptance.shortfalls import TRIAL_KIND_PROPERTY
 
 __all__ = ["plan_items"]
 
@@ -22,6 +23,10 @@ def plan_items(items: list[pytest.Item], session: AcceptanceSession, records: li
     for item in items:
         # Read back by the gate from every report (xdist workers' too): what this check covers.
         item.user_properties.append((COVERS_PROPERTY, ",".join(sorted(capabilities_tested_by(item)))))
+        trials = item.get_closest_marker("trials")
+        if trials is not None and trials.args:
+            # And the kind of trial it samples, which a --trials shortfall concerns.
+            item.user_properties.append((TRIAL_KIND_PROPERTY, str(trials.args[0])))
         for marker in item.iter_markers("requires"):
             for capability in marker.args:
                 if session.model_profile.has(capability):
@@ -37,6 +42,8 @@ def plan_items(items: list[pytest.Item], session: AcceptanceSession, records: li
                                  version=session.engine.version, model=session.engine.model)
         if known:
             item.stash[item_records_key] = known
+            # Read back by the gate: only a recorded check's xfail is a known defect (verdict.GateCollector).
+            item.user_properties.append((RECORDS_PROPERTY, " | ".join(record.origin or "record" for record in known)))
             item.add_marker(pytest.mark.xfail(strict=stale_records_fail,
                                               reason=" | ".join(r.xfail_reason() for r in known)))
         label_for_allure(item, session)

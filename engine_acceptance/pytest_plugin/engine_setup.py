@@ -29,7 +29,7 @@ from engine_acceptance.capabilities.plan import stated_not_served
 from engine_acceptance.pytest_plugin.options import AcceptanceOptions
 from engine_acceptance.session import AcceptanceSession, ReferenceTarget
 from engine_acceptance.shortfalls import (Shortfall, media_shortfalls, recall_shortfalls, throughput_shortfalls,
-                                          tool_accuracy_shortfalls)
+                                          tool_accuracy_shortfalls, trials_shortfalls)
 from engine_acceptance.capabilities.discovery import Discovery, discover
 from engine_acceptance.wire.types import ClientTimeouts, EngineTarget
 from engine_acceptance.wire.readiness import EngineInfo, detect_engine, wait_until_ready
@@ -95,6 +95,9 @@ def prepare_session(options: AcceptanceOptions, engine_profiles: list[EngineProf
         clash = sorted(set(stated) & required)
         raise UsageError(f"{', '.join(map(repr, clash))} stated not served ({stated[clash[0]]}) and required "
                          f"(--expect or model profile {model_profile.name!r} expect): drop one")
+    if options.tokenizer is not None:
+        # Counting locally is how a deployment without a working /tokenize is stated (registry.stated_intent).
+        stated["tokenize"] = f"--tokenizer {options.tokenizer.source}"
     discovery = _discover_capabilities(engine, engine_profile, options, api_key)
     session = AcceptanceSession(
         engine=engine,
@@ -190,4 +193,5 @@ def shortfalls_of(options: AcceptanceOptions, session: AcceptanceSession) -> lis
         from engine_acceptance.tool_accuracy.dataset import case_count
 
         found += tool_accuracy_shortfalls(requested=options.tool_accuracy_cases, set_size=case_count())
+    found += trials_shortfalls(requested=options.trials, profile_trials=profile.trials, profile_name=profile.name)
     return found

@@ -23,12 +23,16 @@ __all__ = ["baseline_lines", "capability_table_lines", "counts_table", "lines", 
 
 def lines(gate: GateCollector) -> list[str]:
     """Everything the terminal shows of the gate, ending in ``GATE: PASS`` or ``GATE: FAIL``."""
-    out = terminal.aligned_lines(counts_table(gate), (20, 8, 8, 8, 8, 9), right=range(1, 6))
+    table = counts_table(gate)
+    # The stale column is as wide as its header: "stale (warned)" when stale records only warn.
+    out = terminal.aligned_lines(table, (20, 8, 8, 8, max(8, len(table.header[4]) + 2), 9), right=range(1, 6))
     reasons = sorted({item.reason for item in gate.by_outcome("skipped") if item.reason})
     for reason in reasons[:8]:
         out.append(f"  skipped: {reason}")
+    stale = ("STALE RECORD (the defect seems fixed)" if gate.stale_records_fail
+             else "STALE RECORD, warned (the defect seems fixed; --stale-records=warn: the gate does not fail on it)")
     for item in gate.by_outcome("stale_record"):
-        out.append(f"  STALE RECORD (the defect seems fixed): {item.nodeid}")
+        out.append(f"  {stale}: {item.nodeid}")
     out += capability_table_lines(gate)
     out += shortfall_lines(gate)
     out += baseline_lines(gate)
@@ -41,8 +45,13 @@ def lines(gate: GateCollector) -> list[str]:
 
 
 def counts_table(gate: GateCollector) -> Table:
-    """The checks of each group by how they ended, in the registry's order of groups."""
-    return Table.of("checks by group", ["capability", "passed", "failed", "known", "stale", "skipped"],
+    """The checks of each group by how they ended, in the registry's order of groups.
+
+    With ``--stale-records=warn`` the stale column reads "stale (warned)": those checks passed and
+    fail nothing, as the gate says.
+    """
+    stale = "stale" if gate.stale_records_fail else "stale (warned)"
+    return Table.of("checks by group", ["capability", "passed", "failed", "known", stale, "skipped"],
                     [[capability, *(str(row[kind]) for kind in OUTCOME_KINDS)]
                      for capability, row in gate.counts_by_capability().items()])
 

@@ -41,6 +41,7 @@ from engine_acceptance.pytest_plugin.phases import (
     split_for_phase,
 )
 from engine_acceptance.pytest_plugin.records import RecordHooks
+from engine_acceptance.pytest_plugin.unrecorded_xfail import UnrecordedXfailHooks
 from engine_acceptance.pytest_plugin.verdict import GateCollector
 from engine_acceptance.reporting import allure_files
 from engine_acceptance.session import AcceptanceSession
@@ -96,6 +97,8 @@ def _configure(config: pytest.Config) -> None:
     # off by Ctrl-C passed, and a recorded check failing otherwise than its record says fails.
     config.pluginmanager.register(interrupts.InterruptedTestReport(), "engine-acceptance-interrupted-test")
     config.pluginmanager.register(RecordHooks(), "engine-acceptance-records")
+    # Only a record makes an xfail known: a conftest's xfail mark or pytest.xfail() in a check fails.
+    config.pluginmanager.register(UnrecordedXfailHooks(), "engine-acceptance-unrecorded-xfail")
     # A failing check of a capability found broken leads with the probe's finding (the engine's words).
     config.pluginmanager.register(BrokenLeadHooks(), "engine-acceptance-broken-lead")
     # A CI kill (SIGTERM) must leave a verdict and stop the engine, as Ctrl-C does.

@@ -9,12 +9,15 @@ has just turned into an xfail and, when no record that applies to the check
 describes the failure, turns it back into a failure whose first line names the
 record and the real failure; the gate and the report then count it as failed.
 
-A failure that holds several problems (assertions.SeveralProblems: several throughput
-cells, several failing samples of a trial) is judged problem by problem: each must be
-described by some record that applies (its message regex searched in that problem, its
-category read from that problem), or the check fails as new, naming the problems no
-record describes. A record excuses only its own problem, never a second one that
-happens to share its message.
+A record's pattern and category are read from the problem's own words: the failure
+without the exception type pytest puts first (``AssertionError: ``) and without the
+discovery lead of a capability found broken (profiles/problem_text.py), which every
+failure of such a check carries whatever its problem. A failure that holds several
+problems (assertions.SeveralProblems: several throughput cells, several failing samples
+of a trial) is judged problem by problem: each must be described by some record that
+applies (its message regex searched in that problem, its category read from that
+problem), or the check fails as new, naming the problems no record describes. A record
+excuses only its own problem, never a second one that happens to share its message.
 
 Order of the ``pytest_runtest_makereport`` wrappers (pluggy calls the wrapper
 registered last first, tryfirst ones before all): pytest's skipping plugin, which
@@ -76,7 +79,8 @@ def judge(records: list[ExpectedFailure], failure: BaseException, message: str,
     """The records that describe this failure, and the mismatch line when some problem is described by none.
 
     ``message`` is the failure as pytest prints it (``exconly()``). A single problem is
-    matched in the whole message; each problem of a :class:`SeveralProblems` in its own words.
+    matched in the whole message, each problem of a :class:`SeveralProblems` in its own
+    words; either without the exception type and discovery leads (FailureDescription.matches).
     """
     if not isinstance(failure, SeveralProblems):
         matched = [record for record in records if record.failure.matches(message, status)]

@@ -18,23 +18,32 @@ names it).
 
 from __future__ import annotations
 
+import ast
 import dataclasses
 import json
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
 from engine_acceptance.capabilities.plan import CapabilityPlan, coverage_rows
-from engine_acceptance.capabilities.registry import GROUP_MARKERS
+from engine_acceptance.capabilities.registry import GROUP_MARKERS, is_core_check
+from engine_acceptance.profiles.expectations import check_id
 from engine_acceptance.provenance import BASELINE_PROPERTY
 from engine_acceptance.reporting.results import OUTCOME_KINDS, CapabilityRow, CheckOutcome
-from engine_acceptance.shortfalls import Shortfall
+from engine_acceptance.shortfalls import TRIAL_KIND_PROPERTY, Shortfall
 from engine_acceptance.run_bundle import CELLS_PROPERTY, RATE_PROPERTY
 
-__all__ = ["COVERS_PROPERTY", "GateCollector"]
+__all__ = ["COVERS_PROPERTY", "RECORDS_PROPERTY", "UNRECORDED_XFAIL", "GateCollector"]
 
 # The user property (set at collection) naming the capabilities a check tests; any other
 # user property a check records is a figure for gate.json.
 COVERS_PROPERTY = "engine_acceptance.covers"
+# The user property (set at collection) naming the expected-failure records that apply to a
+# check: only an xfail of a check that carries it is a known defect (or, passing, a stale record).
+RECORDS_PROPERTY = "engine_acceptance.records"
+# How an expected failure no record produced reads: a user's xfail mark, pytest.xfail() in a check.
+UNRECORDED_XFAIL = "an expected failure that no record describes"
+# A failure is never replaced by a later phase's lesser outcome (a teardown xfail after a failed call).
+_FAILURES = ("failed", "stale_record")
 
 
 @dataclass
@@ -68,19 +77,25 @@ class GateCollector:
         if when == "call":
             self._keep_for_bundle(nodeid, given)
         covers = frozenset(filter(None, str(properties.pop(COVERS_PROPERTY, "")).split(",")))
+        recorded = bool(properties.pop(RECORDS_PROPERTY, ""))
+        trial_kind = str(properties.pop(TRIAL_KIND_PROPERTY, ""))  # set at collection, like covers
         baseline = _figure(properties.pop(BASELINE_PROPERTY, None))
         if isinstance(baseline, dict):
             self.baselines[(str(baseline.get("kind")), str(baseline.get("path")))] = baseline
         if properties and when == "call":
             self.figures[nodeid] = {key: _figure(value) for key, value in properties.items()}
         previous = self.outcomes.get(nodeid)
+        # Only a record makes an xfail a known defect, and a passing recorded check stale; any other
+        # expected failure (a conftest's xfail mark, pytest.xfail() in a check) is what it is: a failure
+        # (RecordHooks' neighbour UnrecordedXfailHooks already turned its report into one), or a pass.
         if wasxfail is not None and outcome == "skipped":
-            result = CheckOutcome(nodeid, capability, "known_defect", wasxfail)
-        elif wasxfail is not None and outcome in ("passed", "failed"):
+            result = (CheckOutcome(nodeid, capability, "known_defect", wasxfail) if recorded else
+                      CheckOutcome(nodeid, capability, "failed", f"{UNRECORDED_XFAIL}: {wasxfail}"))
+        elif wasxfail is not None and outcome in ("passed", "failed") and recorded:
             # An xfail record whose check now passes: strict makes it a failure, warn mode a pass.
             result = CheckOutcome(nodeid, capability, "stale_record", wasxfail)
         elif outcome == "failed" or "XPASS(strict)" in longrepr:
-            stale = "XPASS(strict)" in longrepr
+            stale = "XPASS(strict)" in longrepr and recorded
             result = CheckOutcome(nodeid, capability, "stale_record" if stale else "failed", _first_line(longrepr))
         elif outcome == "skipped":
             result = CheckOutcome(nodeid, capability, "skipped", _skip_reason(longrepr))
@@ -89,8 +104,11 @@ class GateCollector:
         else:
             return
         result.covers = covers
-        # A teardown error after a pass still fails the check; a later pass never hides a failure.
-        if previous is not None and previous.outcome in ("failed", "stale_record") and result.outcome == "passed":
+        result.trial_kind = trial_kind
+        result.core = frozenset(name for name in covers if is_core_check(name, check_id(nodeid)))
+        # A teardown error after a pass still fails the check; no later phase (a pass, a skip, a teardown
+        # that failed as a record describes) hides a failure.
+        if previous is not None and previous.outcome in _FAILURES and result.outcome not in _FAILURES:
             return
         self.outcomes[nodeid] = result
 
@@ -119,15 +137,16 @@ class GateCollector:
         return sum(1 for item in self.outcomes.values() if item.outcome != "skipped")
 
     def capability_rows(self) -> list[CapabilityRow]:
-        rows = coverage_rows(self.plans, ((i.covers, i.outcome, i.reason) for i in self.outcomes.values()),
-                             self.allow_untested)
+        rows = coverage_rows(self.plans, self.outcomes.values(), self.allow_untested,
+                             stale_warned=not self.stale_records_fail)
         return _with_shortfalls(rows, self.shortfalls_seen())
 
     def shortfalls_seen(self) -> list[tuple[Shortfall, list[CheckOutcome]]]:
-        """The shortfalls whose checks this run collected (run or skipped), each with those checks."""
+        """The shortfalls whose checks this run collected (run or skipped; for a --trials cut, run), each with them."""
         seen = []
         for shortfall in self.shortfalls:
-            checks = [i for i in self.outcomes.values() if shortfall.concerns(i.nodeid, i.capability)]
+            checks = [i for i in self.outcomes.values()
+                      if shortfall.concerns(i.nodeid, i.capability, trial_kind=i.trial_kind, outcome=i.outcome)]
             if checks:
                 seen.append((shortfall, checks))
         return seen
@@ -159,10 +178,16 @@ class GateCollector:
 
 def _with_shortfalls(rows: list[CapabilityRow],
                      seen: list[tuple[Shortfall, list[CheckOutcome]]]) -> list[CapabilityRow]:
-    """Each row's result followed by the shortfalls of its capability: "passed; recall at 7,000 of 32,768 ..."."""
+    """Each row's result followed by the shortfalls of its capability: "passed; recall at 7,000 of 32,768 ...".
+
+    A --trials cut belongs to no one capability (kind ``image`` samples the image and the video
+    checks): its note goes to each capability its checks that ran cover.
+    """
     notes: dict[str, list[str]] = {}
-    for shortfall, _ in seen:
-        notes.setdefault(shortfall.capability, []).append(shortfall.summary)
+    for shortfall, checks in seen:
+        names = sorted(set().union(*(i.covers for i in checks))) if shortfall.trial_kind else [shortfall.capability]
+        for name in names:
+            notes.setdefault(name, []).append(shortfall.summary)
     return [dataclasses.replace(row, result="; ".join([row.result, *notes[row.name]])) if row.name in notes else row
             for row in rows]
 
@@ -185,6 +210,11 @@ def _first_line(text: str) -> str:
 
 
 def _skip_reason(longrepr: str) -> str:
-    # Skip reprs look like "('path', line, 'Skipped: reason')".
+    # Skip reprs look like "('path', line, 'Skipped: reason')": read as the tuple it is, so a reason that
+    # ends in a quote or a parenthesis keeps it.
     marker = "Skipped: "
-    return longrepr.split(marker, 1)[1].rstrip("')\"") if marker in longrepr else longrepr[:300]
+    try:
+        text = str(ast.literal_eval(longrepr)[2])
+    except (ValueError, SyntaxError, TypeError, IndexError):
+        return longrepr.split(marker, 1)[1].rstrip("')\"") if marker in longrepr else longrepr[:300]
+    return text.split(marker, 1)[1] if marker in text else text

@@ -14,13 +14,17 @@ from typing import Any
 from engine_acceptance.recall.haystack import Haystack, Needle, RecallBudget, make_code
 from engine_acceptance.resources import read_yaml, suite_path
 from engine_acceptance.wire.types import Exchange
-from engine_acceptance.wire.token_count import TokenEstimate
+from engine_acceptance.wire.token_count import TokenEstimate, uncounted
 
-__all__ = ["ESTIMATE_MARGIN", "FIELD_KEYS", "NO_COUNT_REASON", "RECALL_PROMPTS", "UNCALIBRATED", "RecallCase",
-           "RecallRun", "field_case", "field_cases", "field_prefix", "million_case"]
+__all__ = ["ESTIMATE_MARGIN", "FIELD_KEYS", "RECALL_PROMPTS", "UNCALIBRATED", "RecallCase", "RecallRun",
+           "field_case", "field_cases", "field_prefix", "million_case", "no_count_reason"]
 
-# Why the token-accounting checks skip when nothing can count tokens.
-NO_COUNT_REASON = "no /tokenize and no --tokenizer: the engine's count cannot be checked"
+
+
+def no_count_reason(no_tokenize: str) -> str:
+    """Why the token-accounting checks skip when nothing can count tokens."""
+    return f"{uncounted(no_tokenize)}: the engine's count cannot be checked"
+
 # An estimated length may be off by this much: kept below the engine's limit by as much.
 ESTIMATE_MARGIN = 0.02
 # Tokens per character assumed for the Chinese filler when the engine reports no usage.

@@ -251,10 +251,26 @@ class RecallBudget:
     tokens: int
     explanation: str
     shortfall: str | None = None
+    # The context the model has, whatever the prompt's size: the profile's ``context_length``, else the
+    # engine's ``max_model_len`` (None: neither says), and who says so, as a shortfall words it.
+    context: int | None = None
+    context_by: str = ""
 
 
 def recall_budget(*, requested: int | None, profile_context: int | None, max_model_len: int | None,
                   profile_name: str = "model") -> RecallBudget:
+    """The prompt length for recall checks, with the context it is measured against (see :func:`_prompt_budget`)."""
+    budget = _prompt_budget(requested=requested, profile_context=profile_context, max_model_len=max_model_len,
+                            profile_name=profile_name)
+    if profile_context is not None:
+        return dataclasses.replace(budget, context=profile_context, context_by="the model declares")
+    if max_model_len is not None:
+        return dataclasses.replace(budget, context=max_model_len, context_by="the engine advertises (max_model_len)")
+    return budget
+
+
+def _prompt_budget(*, requested: int | None, profile_context: int | None, max_model_len: int | None,
+                   profile_name: str) -> RecallBudget:
     """The prompt length for recall checks.
 
     An explicit ``requested`` length, if the engine's reported ``max_model_len`` takes

@@ -6,6 +6,7 @@
         [--knee-inflight N --tpot-per-inflight-ms MS]
         [--stream-chunk-tokens N] [--text-only] [--no-tool-parser] [--no-tokenize]
         [--no-reasoning] [--no-structured-outputs] [--no-responses] [--no-prefix-cache]
+        [--spec-decode-acceptance F | --no-spec-decode]
     python -m engine_acceptance.reference_engine --export-tokenizer tokenizer.json
 
 Once bound it prints exactly one line to stdout, flushed, which the launcher
@@ -31,6 +32,7 @@ from .config import (API_KEY_ENV, DEFAULT_MAX_MODEL_LEN, DEFAULT_MODEL, LISTENIN
 from .conventions import CONVENTIONS
 from .defect_names import DEFECTS, UnknownDefectError, validate_defects
 from .precise_loop import precise_event_loop
+from .spec_decode import DEFAULT_ACCEPTANCE
 from .server import build_app
 
 __all__ = ["main", "parse_args"]
@@ -93,6 +95,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--no-prefix-cache", action="store_true",
                         help="No prefix cache: nothing is cached and no cached tokens are reported (usage or /metrics), "
                              "as vLLM with --no-enable-prefix-caching")
+    parser.add_argument("--spec-decode-acceptance", type=float, default=DEFAULT_ACCEPTANCE, metavar="F",
+                        help="Speculative decoding's acceptance (0 to 1) that /metrics counts, as vLLM's "
+                             "vllm:spec_decode_num_accepted_tokens over ..._num_draft_tokens (default: %(default)s)")
+    parser.add_argument("--no-spec-decode", action="store_true",
+                        help="No speculative decoding: /metrics serves no speculative-decoding counters")
     parser.add_argument("--access-log", action="store_true", help="Log every request to stderr")
     parser.add_argument("--export-tokenizer", metavar="PATH", default=None,
                         help="Write the engine's tokenizer.json to PATH and exit (for --tokenizer PATH)")
@@ -166,6 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             structured_outputs=not args.no_structured_outputs,
             responses=not args.no_responses,
             prefix_cache=not args.no_prefix_cache,
+            spec_decode_acceptance=None if args.no_spec_decode else args.spec_decode_acceptance,
         )
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from .conventions import CONVENTIONS
 from .defect_names import validate_defects
+from .spec_decode import DEFAULT_ACCEPTANCE
 
 __all__ = ["API_KEY_ENV", "DEFAULT_MAX_MODEL_LEN", "DEFAULT_MODEL", "LISTENING_PREFIX", "LatencyModel",
            "ReferenceEngineConfig"]
@@ -102,6 +103,9 @@ class ReferenceEngineConfig:
     # without it nothing is cached and nothing reported, as vLLM with --no-enable-prefix-caching and
     # without --enable-prompt-tokens-details.
     prefix_cache: bool = True
+    # Speculative decoding's acceptance, counted at /metrics as vLLM counts it (spec_decode.py); None: the
+    # engine does no speculative decoding and serves no such counters.
+    spec_decode_acceptance: float | None = DEFAULT_ACCEPTANCE
 
     def __post_init__(self) -> None:
         if self.convention not in CONVENTIONS:
@@ -116,6 +120,8 @@ class ReferenceEngineConfig:
             raise ValueError(f"stream_chunk_tokens must be >= 1, got {self.stream_chunk_tokens}")
         if not self.model:
             raise ValueError("model name must not be empty")
+        if self.spec_decode_acceptance is not None and not 0.0 <= self.spec_decode_acceptance <= 1.0:
+            raise ValueError(f"spec_decode_acceptance is a share, 0 to 1, got {self.spec_decode_acceptance}")
         if self.api_key == "":
             # An empty key would silently disable auth while looking configured.
             raise ValueError("api_key must be None or a non-empty string")

@@ -14,8 +14,9 @@ from collections.abc import Iterable
 
 from .faults import FAULTS
 
-__all__ = ["DEFECTS", "FIREWALLED_PATH", "MEDIA_DECODE_CRASH", "SLOW_FIRST_TOKEN_S", "TOOL_PARSER_CRASH",
-           "UnknownDefectError", "validate_defects"]
+__all__ = ["DEFECTS", "FIREWALLED_PATH", "MEDIA_DECODE_CRASH", "SLOW_FIRST_TOKEN_S", "THINKING_ON_FAILURE",
+           "THINKING_SWITCH_KWARGS", "THINKING_TEMPLATE_CRASH", "TOOL_PARSER_CRASH", "UnknownDefectError",
+           "validate_defects"]
 
 # slow-first-token: how late the first token of every reply comes.
 SLOW_FIRST_TOKEN_S = 1.0
@@ -24,8 +25,19 @@ TOOL_PARSER_CRASH = ("Error in extracting tool call from response: JSONDecodeErr
                      "line 1 column 24 (char 23)")
 # media-decode-400: Pillow's words for bytes it cannot read, as vLLM passes them on.
 MEDIA_DECODE_CRASH = "Failed to load image: cannot identify image file <_io.BytesIO object at 0x7f3a2c1b9e40>"
+# tokenize-500: what a tokenize endpoint that raises answers (vLLM wraps an unexpected exception so).
+TOKENIZE_CRASH = "Internal server error: AttributeError: 'NoneType' object has no attribute 'apply_chat_template'"
 # firewall-403: the one route a proxy in front of the engine blocks.
 FIREWALLED_PATH = "/v1/responses"
+# The chat_template_kwargs keys of the thinking switches the suite knows (its probe tries each).
+THINKING_SWITCH_KWARGS = ("enable_thinking", "thinking", "thinking_mode")
+# thinking-switch-template-400: a chat template that reads the switch and crashes, as vLLM 0.32 answers it:
+# renderers/hf.py safe_apply_chat_template catches whatever apply_chat_template raised and sends the
+# template's own reason (jinja2's, here an UndefinedError) as 400 BadRequestError.
+THINKING_TEMPLATE_CRASH = "'thinking_budget' is undefined"
+# thinking-on-500: vLLM 0.32's answer to a request the engine failed (exceptions.py GenerationError, raised
+# when a request finishes with finish_reason "error"): 500 InternalServerError.
+THINKING_ON_FAILURE = "Internal server error"
 
 DEFECTS: dict[str, str] = {
     "reasoning-leak": (
@@ -146,6 +158,10 @@ DEFECTS: dict[str, str] = {
         "streamed chat: the first chunk of each choice carries no role (an empty delta); the role comes with"
         " the first piece of output instead"
     ),
+    "no-stream-usage": (
+        "streamed chat and completions ignore stream_options.include_usage: no chunk carries usage"
+        " (llama-cpp-python 0.3.36, whose request types have no stream_options)"
+    ),
     "usage-on-finish-chunk": (
         "streamed chat with stream_options.include_usage: usage is attached to the finish_reason chunk (choices"
         " not empty) and no final usage chunk with empty choices is sent"
@@ -239,6 +255,17 @@ DEFECTS: dict[str, str] = {
     "thinking-budget-ignored": (
         "thinking_token_budget is accepted and ignored: the reasoning runs its whole length past the budget"
     ),
+    # Load that tells reasoning from answer (issue 41): figures the load reports beside TTFT.
+    "content-at-end": (
+        "streamed chat: the reasoning streams as it is generated, but the answer (content) is held back and sent"
+        " in one delta once its last token is generated, and usage still counts the reasoning tokens: TTFT looks"
+        " as before, the first content token comes at the end (a reasoning parser that buffers the answer)"
+    ),
+    "spec-decode-rejects": (
+        "speculative decoding's acceptance falls to a quarter (0.8 to 0.2 by default): /metrics counts a quarter"
+        " as many accepted tokens per draft token (a draft model that no longer matches the served one); the"
+        " replies are unchanged"
+    ),
     # Faults that answer 4xx (issue 26): not a refusal of the capability, so not "not served".
     "tool-parser-400": (
         "every chat request that offers tools (tool_choice other than 'none') is answered 400 in vLLM's error"
@@ -251,6 +278,25 @@ DEFECTS: dict[str, str] = {
     "firewall-403": (
         f"POST {FIREWALLED_PATH} is answered 403 with the plain-text body 'Forbidden' (a proxy or firewall in"
         " front of the engine)"
+    ),
+    # Issue 39: a probe's "broken" fails the gate; a check with nothing to look at does not pass.
+    "tokenize-500": (
+        f"POST /tokenize is answered 500 in vLLM's error shape: {TOKENIZE_CRASH!r} (a tokenize endpoint that"
+        " raises); chat, completions and their usage are unaffected"
+    ),
+    "tools-answered-in-text": (
+        "the model never calls a tool: every request that offers tools is answered in text as if tool_choice were"
+        " 'none' (a model never trained for function calling), streamed and not, whatever tool_choice says"
+    ),
+    # Thinking switches that fault (issue 39): not a refusal of the switch, so not "not served".
+    "thinking-switch-template-400": (
+        f"every chat request whose chat_template_kwargs carries a thinking switch ({', '.join(THINKING_SWITCH_KWARGS)})"
+        f" is answered 400 in vLLM's words for a chat template that crashes: {THINKING_TEMPLATE_CRASH!r}"
+    ),
+    "thinking-on-500": (
+        "the model does not reason by default, and every chat request that turns thinking on (enable_thinking or"
+        f" thinking true, thinking_mode enabled or adaptive) is answered 500 {THINKING_ON_FAILURE!r}; turning it"
+        " off works"
     ),
 }
 

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 
 from .chat_template import HISTORY_REASONING_KEYS, MEDIA_PLACEHOLDERS
 from .code_answers import hostile_function
-from .defect_names import FIREWALLED_PATH, MEDIA_DECODE_CRASH, SLOW_FIRST_TOKEN_S, TOOL_PARSER_CRASH
+from .defect_names import (FIREWALLED_PATH, MEDIA_DECODE_CRASH, SLOW_FIRST_TOKEN_S, THINKING_ON_FAILURE,
+                           THINKING_SWITCH_KWARGS, THINKING_TEMPLATE_CRASH, TOKENIZE_CRASH, TOOL_PARSER_CRASH)
 from .generation import THINK_CLOSE, THINK_OPEN, Generation, Piece, ToolCallOut
 from .retrieval import corrupt_first_code, drop_middle
 from .media_facts import ImageFacts, SeenMedia
@@ -38,6 +39,8 @@ if TYPE_CHECKING:
 # Exit status of a reference engine that "crashed" on corrupt media (media-crash) or an invalid value
 # (bad-params-crash).
 MEDIA_CRASH_EXIT_CODE = 70
+# spec-decode-rejects: the share of the configured speculative-decoding acceptance left.
+REJECTED_ACCEPTANCE_SHARE = 0.25
 
 __all__ = ["CONTRACT_PARAMS", "INTERMITTENT_TOOL_CALL_PERIOD", "MEDIA_CRASH_EXIT_CODE", "DefectHooks",
            "decode_each_byte"]
@@ -52,6 +55,12 @@ INTERMITTENT_TOOL_CALL_PERIOD = 33
 # accept-bad-params, error-body-plain act on refusals naming these; media refusals are apart).
 CONTRACT_PARAMS = frozenset({"temperature", "top_p", "n", "max_tokens", "max_completion_tokens", "model",
                              "messages", "stop"})
+
+
+def _turns_thinking_on(kwargs: Mapping[str, Any]) -> bool:
+    """Whether a request's chat_template_kwargs turn thinking on with one of the known switches."""
+    return (kwargs.get("enable_thinking") is True or kwargs.get("thinking") is True
+            or kwargs.get("thinking_mode") in ("enabled", "adaptive"))
 
 
 def _cut_arguments(call: ToolCallOut) -> ToolCallOut:
@@ -75,6 +84,9 @@ class DefectHooks:
 
     def thinking(self, mode: ThinkingMode, body: Mapping[str, Any] | None = None) -> ThinkingMode:
         """The thinking mode the model runs in, after the request (`body`) asked for `mode`."""
+        if "thinking-on-500" in self.active:
+            # Every request that turns thinking on was answered 500 (chat_request): the rest do not reason.
+            return dataclasses.replace(mode, enabled=False)
         if "ignore-thinking-off" in self.active and not mode.enabled:
             return dataclasses.replace(mode, enabled=True)
         if "ignore-thinking-off-1-in-5" in self.active and not mode.enabled:
@@ -97,6 +109,8 @@ class DefectHooks:
             from .protocol import RequestError  # protocol -> config -> defects: import late
 
             raise RequestError(TOOL_PARSER_CRASH)
+        if "tools-answered-in-text" in self.active and request is not None and request.tools:
+            return dataclasses.replace(request, choice="none", named=None)
         if "ignore-tool-choice" in self.active and request is not None and request.tools:
             return dataclasses.replace(request, choice="auto", named=None)
         if "auto-tool-choice-as-required" in self.active and request is not None and request.choice == "auto":
@@ -105,9 +119,9 @@ class DefectHooks:
 
     def chat_request(self, req: ChatRequest) -> ChatRequest:
         """The chat request as the engine renders and answers it, after validation."""
-        if "media-decode-400" in self.active and req.media:
-            from .protocol import RequestError  # protocol -> config -> defects: import late
+        from .protocol import RequestError  # protocol -> config -> defects: import late
 
+        if "media-decode-400" in self.active and req.media:
             raise RequestError(MEDIA_DECODE_CRASH)
         if "history-null-content-400" in self.active:
             _refuse_null_content(req.messages)
@@ -115,6 +129,11 @@ class DefectHooks:
             req = dataclasses.replace(req, messages=[
                 {key: value for key, value in message.items() if key not in HISTORY_REASONING_KEYS}
                 for message in req.messages])
+        if "thinking-switch-template-400" in self.active and any(
+                key in req.chat_template_kwargs for key in THINKING_SWITCH_KWARGS):
+            raise RequestError(THINKING_TEMPLATE_CRASH)
+        if "thinking-on-500" in self.active and _turns_thinking_on(req.chat_template_kwargs):
+            raise RequestError(THINKING_ON_FAILURE, status=500, err_type="InternalServerError")
         if "media-ignored" not in self.active:
             return req
         # After validation, so corrupt media is still refused; before the template, so it costs no tokens.
@@ -202,6 +221,8 @@ class DefectHooks:
 
     def chat_stream_pieces(self, pieces: list[Piece], *, prompt_ends_reasoning: bool = False) -> list[Piece]:
         """The deltas of a streamed chat reply, in order (`prompt_ends_reasoning`: the prompt holds </think>)."""
+        if "content-at-end" in self.active:
+            pieces = _content_held_to_its_end(pieces)
         if "tool-stream-index-zero" in self.active:
             pieces = [dataclasses.replace(p, tool=dataclasses.replace(p.tool, index=0)) if p.tool else p
                       for p in pieces]
@@ -234,6 +255,13 @@ class DefectHooks:
         if "firewall-403" in self.active and method == "POST" and path == FIREWALLED_PATH:
             return 403, "Forbidden"
         return None
+
+    def check_tokenize(self) -> None:
+        """tokenize-500: POST /tokenize raises, answered 500 in the engine's error shape."""
+        if "tokenize-500" in self.active:
+            from .protocol import RequestError  # protocol -> config -> defects: import late
+
+            raise RequestError(TOKENIZE_CRASH, status=500, err_type="InternalServerError")
 
     def sends_done(self) -> bool:
         """Whether a stream ends with `data: [DONE]`."""
@@ -418,6 +446,10 @@ class DefectHooks:
         """Whether each choice's first stream chunk carries the role (else it comes with the first output)."""
         return "no-role-first-chunk" not in self.active
 
+    def honours_include_usage(self) -> bool:
+        """Whether a stream that asks stream_options.include_usage gets its usage at all."""
+        return "no-stream-usage" not in self.active
+
     def usage_on_finish_chunk(self) -> bool:
         """Whether include_usage's usage rides on the finish_reason chunk instead of a chunk of its own."""
         return "usage-on-finish-chunk" in self.active
@@ -440,6 +472,10 @@ class DefectHooks:
         """Seconds added before the first token of a chat or completions reply (all later ones shift too)."""
         return SLOW_FIRST_TOKEN_S if "slow-first-token" in self.active else 0.0
 
+    def spec_decode_acceptance(self, configured: float) -> float:
+        """The speculative-decoding acceptance the engine counts at (spec-decode-rejects: a quarter of it)."""
+        return configured * REJECTED_ACCEPTANCE_SHARE if "spec-decode-rejects" in self.active else configured
+
     # --- cancellation -------------------------------------------------------------------
 
     def keeps_generating_after_disconnect(self) -> bool:
@@ -459,6 +495,18 @@ def _refuse_null_content(messages: Sequence[Mapping[str, Any]]) -> None:
         if message.get("role") == "assistant" and message.get("tool_calls") and message.get("content") is None:
             raise RequestError(f"1 validation error for ChatCompletionRequest: messages.{index}.content: Input should "
                                "be a valid string [type=string_type, input_value=None]", param="messages")
+
+
+def _content_held_to_its_end(pieces: list[Piece]) -> list[Piece]:
+    """content-at-end: the answer's deltas as one, where its last one was; its tokens still pace it, so it
+    leaves once the whole answer is generated."""
+    content = [piece for piece in pieces if piece.kind == "content"]
+    if len(content) < 2:
+        return pieces
+    held = Piece("content", "".join(piece.text for piece in content), sum(piece.tokens for piece in content))
+    last = pieces.index(content[-1])
+    return [held if index == last else piece for index, piece in enumerate(pieces) if piece.kind != "content"
+            or index == last]
 
 
 def decode_each_byte(text: str) -> str:

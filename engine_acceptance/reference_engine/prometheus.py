@@ -9,7 +9,11 @@ requests waiting (only ever a request held by an injected wedge: it never queues
 the share of its KV cache the requests it holds occupy, and its process's resident memory; with
 its prefix cache (``prefix_cache.py``), the counters of prompt tokens looked up and found cached
 (vLLM's ``vllm:prefix_cache_queries``/``vllm:prefix_cache_hits``, SGLang's ``sglang:prompt_tokens``
-and ``sglang:cached_tokens``; Prometheus serves a counter with ``_total`` appended).
+and ``sglang:cached_tokens``); and, imitating vLLM with a speculative config, the
+speculative-decoding counters of draft steps, draft tokens and accepted tokens (``spec_decode.py``;
+vLLM's ``vllm/v1/spec_decode/metrics.py``). Prometheus serves a counter with ``_total`` appended.
+SGLang serves only gauges of its last batch for speculative decoding (``sglang:spec_accept_rate``):
+the reference engine leaves them out in its convention.
 Names per convention are data here, as in ``conventions.py``, and match the engines' own
 (vLLM's ``vllm/v1/metrics/loggers.py``, SGLang's ``python/sglang/srt/metrics/collector.py``).
 """
@@ -41,16 +45,21 @@ class MetricNames:
     # Counters, in tokens: prompt tokens looked up in the prefix cache, and of those found.
     prefix_cache_queries: str
     prefix_cache_hits: str
+    # Speculative decoding's counters (drafts, draft tokens, accepted tokens), without _total; () for none.
+    spec_decode: tuple[str, ...] = ()
 
 
 METRIC_NAMES: dict[str, MetricNames] = {
     # vllm/v1/metrics/loggers.py (PrometheusStatLogger): counter_prefix_cache_queries, counter_prefix_cache_hits.
     "vllm": MetricNames("vllm:num_requests_running", "vllm:num_requests_waiting", "vllm:kv_cache_usage_perc",
-                        "vllm:prefix_cache_queries", "vllm:prefix_cache_hits"),
+                        "vllm:prefix_cache_queries", "vllm:prefix_cache_hits",
+                        ("vllm:spec_decode_num_drafts", "vllm:spec_decode_num_draft_tokens",
+                         "vllm:spec_decode_num_accepted_tokens")),
     # python/sglang/srt/metrics/collector.py (TokenizerMetricsCollector): prompt_tokens_total, cached_tokens_total.
     "sglang": MetricNames("sglang:num_running_reqs", "sglang:num_queue_reqs", "sglang:token_usage",
                           "sglang:prompt_tokens", "sglang:cached_tokens"),
 }
+_SPEC_HELP = ("Number of spec decoding drafts.", "Number of draft tokens.", "Number of accepted tokens.")
 
 
 def resident_memory_bytes() -> int:
@@ -80,6 +89,12 @@ def render_metrics(convention: str, model: str, load: BatchLoad, cache: PrefixCa
             (names.prefix_cache_hits, "Prefix cache hits, in terms of number of cached tokens.", cache.counters.hits),
         ):
             lines += [f"# HELP {name} {help_text}", f"# TYPE {name} counter", f"{name}_total{{{label}}} {float(value)}"]
+    if load.spec is not None and names.spec_decode:
+        counts = load.spec.served()
+        for name, help_text, value in zip(names.spec_decode, _SPEC_HELP,
+                                          (counts["drafts"], counts["draft_tokens"], counts["accepted_tokens"])):
+            lines += [f"# HELP {name} {help_text}", f"# TYPE {name} counter",
+                      f'{name}_total{{{label},engine="0"}} {float(value)}']
     lines += [
         "# HELP process_resident_memory_bytes Resident memory size in bytes.",
         "# TYPE process_resident_memory_bytes gauge",

@@ -67,6 +67,7 @@ from .tools import (
     tool_call_pieces,
 )
 from .structured import structured_answer
+from .spec_decode import SpecDecodeCounts
 from .stream import EVENT_STREAM_TYPE, BatchLoad, ClientGone, EventStream, KvHold, Pacer, dump_json
 from .tokenizer import ReferenceTokenizer, get_tokenizer
 from .vision import has_media_parts
@@ -140,8 +141,10 @@ class ReferenceEngine:
         self.hooks = DefectHooks(config.defects)
         # Transport faults (stalls, resets, 503s, huge replies): see faults.py.
         self.faults = FaultInjector(config.defects, error_body=self.convention.error_body)
-        # Requests generating right now (the latency model's batch slowdown) and the KV cache they hold.
-        self.load = BatchLoad()
+        # Requests generating right now (the latency model's batch slowdown), the KV cache they hold, and
+        # the speculative-decoding counters their tokens add to.
+        self.load = BatchLoad(spec=None if config.spec_decode_acceptance is None else SpecDecodeCounts(
+            self.hooks.spec_decode_acceptance(config.spec_decode_acceptance)))
         # Chat prompts' blocks seen before: cached tokens in usage and /metrics (when config.prefix_cache).
         self.prefix_cache = PrefixCache()
         # disconnect-wedge: set by a client leaving mid-stream; no chat request is answered after it.
@@ -390,6 +393,8 @@ class ReferenceEngine:
         body, big = await self.read_json(request)
         # Decoding images and video takes milliseconds to tens of them: off the event loop.
         req, prompt, generations = await self.run(big or has_media_parts(body), self._prepare_chat, body)
+        # Cached tokens from the prefix cache (0 on a miss, as vLLM with --enable-prompt-tokens-details
+        # reports; None without a prefix cache: no prompt_tokens_details at all).
         usage = self.usage(prompt.billed, sum(g.completion_tokens for g in generations), cached_tokens=prompt.cached,
                            reasoning_tokens=sum(g.reasoning_tokens for g in generations))
         request_id, created = wire.new_request_id("chatcmpl"), int(time.time())
@@ -470,6 +475,8 @@ class ReferenceEngine:
     ) -> web.StreamResponse:
         hooks = self.hooks
         prompt_tokens = prompt.billed
+        if not hooks.honours_include_usage():
+            req = dataclasses.replace(req, include_usage=False)
         # continuous_usage_stats counts with include_usage only (vLLM's include_continuous_usage).
         continuous = (self.convention.continuous_usage if req.include_usage and req.continuous_usage
                       and hooks.honours_continuous_usage() else None)
@@ -614,6 +621,9 @@ class ReferenceEngine:
         request_id: str,
         created: int,
     ) -> web.StreamResponse:
+        if not self.hooks.honours_include_usage():
+            req = dataclasses.replace(req, include_usage=False)
+
         def chunk(index: int, text: str, finish_reason: str | None = None) -> dict[str, Any]:
             return wire.completion_chunk(
                 convention=self.convention,
@@ -664,6 +674,7 @@ class ReferenceEngine:
 
     def _tokenize(self, body: dict[str, Any]) -> dict[str, Any]:
         req = parse_tokenize_request(body, config=self.config, convention=self.convention)
+        self.hooks.check_tokenize()
         if req.messages is not None:
             text = render_messages(req.messages, add_generation_prompt=req.add_generation_prompt)
         else:

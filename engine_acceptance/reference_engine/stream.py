@@ -21,6 +21,7 @@ from typing import Any
 from aiohttp import web
 
 from .config import LatencyModel
+from .spec_decode import SpecDecodeCounts
 
 __all__ = ["DEFAULT_KV_CAPACITY_TOKENS", "EVENT_STREAM_TYPE", "BatchLoad", "ClientGone", "EventStream", "KvHold",
            "Pacer", "dump_json", "split_inside_character"]
@@ -59,12 +60,15 @@ class KvHold:
 
 class BatchLoad:
     """What the engine's scheduler holds right now: requests running (its batch size), requests
-    waiting, and the KV cache they occupy. Served as gauges at ``/metrics``."""
+    waiting, and the KV cache they occupy. Served as gauges at ``/metrics``; with ``spec`` the
+    speculative-decoding counters too, counted as output tokens are generated (``spec_decode.py``)."""
 
-    def __init__(self, kv_capacity_tokens: int = DEFAULT_KV_CAPACITY_TOKENS) -> None:
+    def __init__(self, kv_capacity_tokens: int = DEFAULT_KV_CAPACITY_TOKENS,
+                 spec: SpecDecodeCounts | None = None) -> None:
         self.active = 0
         self.waiting = 0
         self.kv_capacity_tokens = kv_capacity_tokens
+        self.spec = spec
         self._holds: set[KvHold] = set()
 
     def hold(self) -> KvHold:
@@ -100,6 +104,8 @@ class Pacer:
         # Deadline of the newest token reached so far; token 1 comes TTFT after the
         # request arrived (`start`, a time.monotonic() value), not after it was parsed.
         self._tokens = 1
+        # Output tokens counted in the speculative-decoding counters so far.
+        self._counted = 0
         # Tokens found in the prefix cache are not prefilled again: only the rest costs prefill time.
         self._deadline = (time.monotonic() if start is None else start) + latency.ttft_seconds(
             prompt_tokens - cached_tokens)
@@ -116,6 +122,11 @@ class Pacer:
             self._tokens = tokens
         if self._hold is not None:
             self._hold.tokens = max(self._hold.tokens, self._prompt_tokens + tokens)
+        if self._load is not None and self._load.spec is not None and tokens > self._counted:
+            # Counted as the tokens are planned, before they are sent: a client that has read the reply
+            # finds them in /metrics.
+            self._load.spec.generated(tokens - self._counted)
+            self._counted = tokens
         delay = self._deadline - time.monotonic()
         if delay > 0:
             await asyncio.sleep(delay)

@@ -23,13 +23,20 @@ OUTCOME_KINDS = ("passed", "failed", "known_defect", "stale_record", "skipped")
 
 @dataclass
 class CheckOutcome:
-    """One check's verdict: its id, its group, one of :data:`OUTCOME_KINDS`, why, what it covers."""
+    """One check's verdict: its id, its group, one of :data:`OUTCOME_KINDS`, why, what it covers, its trials.
+
+    ``core`` are the capabilities it covers that it exercises itself (the registry's core checks):
+    only a core check's pass makes a capability tested.
+    """
 
     nodeid: str
     capability: str
     outcome: str
     reason: str = ""
     covers: frozenset[str] = frozenset()
+    core: frozenset[str] = frozenset()
+    # The kind of trial it samples (engine_acceptance.trials: thinking, image, ...), "" for a single-request check.
+    trial_kind: str = ""
 
 
 @dataclass(frozen=True)
@@ -49,10 +56,12 @@ class CapabilityRow:
     # Checks that passed outright, and that failed as an expected-failure record describes.
     passed: int = 0
     known: int = 0
-    # Tested means a genuine pass: at least one of its checks passed outright.
+    # Tested means a genuine pass: at least one of its core checks passed outright.
     tested: bool = False
     # Allowed to end the run with every selected check skipped (--allow-untested).
     allowed_untested: bool = False
+    # Checks whose record went stale: counted in failed, or in passed when stale records are only warned about.
+    stale: int = 0
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

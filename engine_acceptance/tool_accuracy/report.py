@@ -2,7 +2,8 @@
 
 Nothing here sends requests or imports pytest: the checks attach what these return.
 A trigger comparison with a baseline recorded from the same engine identity is said to
-be a regression against itself (``engine_acceptance.provenance``), never accuracy.
+be a regression against itself (``engine_acceptance.provenance``), never accuracy; one of
+the same engine and model at another version, a regression across versions.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from collections.abc import Sequence
 from engine_acceptance.reporting.charts import png_of, pyplot
 from engine_acceptance.reporting.csv_text import table_csv
 from engine_acceptance.reporting.table import Table
-from engine_acceptance.provenance import AGAINST_ITSELF, UNKNOWN
+from engine_acceptance.provenance import AGAINST_ITSELF, UNKNOWN, is_across_versions
 from engine_acceptance.tool_accuracy.runner import CaseOutcome
 from engine_acceptance.tool_accuracy.scoring import Confusion, ToolScore
 
@@ -25,6 +26,8 @@ def comparison_text(comparison: str | None) -> str:
     if comparison == AGAINST_ITSELF:
         return (f"{AGAINST_ITSELF}: the baseline was recorded from this same engine, version and model, so this "
                 "shows only that its triggers did not change since, not that they are accurate")
+    if is_across_versions(comparison):
+        return f"{comparison}: this shows what the upgrade changed in its triggers, not that they are accurate"
     if comparison == UNKNOWN:
         return f"{UNKNOWN}: the baseline file does not say which engine and model it was recorded from"
     return comparison or ""

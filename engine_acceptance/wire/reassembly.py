@@ -15,7 +15,9 @@ from typing import Any, Iterable
 from engine_acceptance.wire.sse import SSEEvent
 
 __all__ = [
+    "CACHED_TOKENS_PATH",
     "REASONING_FIELDS",
+    "REASONING_TOKENS_PATHS",
     "Reply",
     "ToolCall",
     "Usage",
@@ -26,6 +28,13 @@ __all__ = [
 # SGLang and older vLLM say reasoning_content; newer vLLM says reasoning.
 REASONING_FIELDS = ("reasoning_content", "reasoning")
 VALID_FINISH_REASONS = frozenset({"stop", "length", "tool_calls", "content_filter", "function_call", "abort"})
+# Where an engine reports the reasoning's tokens in usage, first found wins: OpenAI's and vLLM's place
+# (vLLM 0.32 with a reasoning parser, chat_completion/serving.py _make_completion_tokens_details), then
+# SGLang's top-level field (entrypoints/openai/protocol.py UsageInfo.reasoning_tokens).
+REASONING_TOKENS_PATHS = ("completion_tokens_details.reasoning_tokens", "reasoning_tokens")
+# The prompt's tokens served from a prefix cache: vLLM with --enable-prompt-tokens-details, SGLang with
+# --enable-cache-report (which leaves prompt_tokens_details out when nothing was cached).
+CACHED_TOKENS_PATH = "prompt_tokens_details.cached_tokens"
 
 
 @dataclass
@@ -53,10 +62,18 @@ class Usage:
             node = node.get(name)
         return node if isinstance(node, int) and not isinstance(node, bool) else None
 
+    def first_detail(self, paths: Iterable[str]) -> tuple[int, str] | None:
+        """The first of ``paths`` the engine reported, with the path; None when it reported none."""
+        for path in paths:
+            value = self.detail(path)
+            if value is not None:
+                return value, path
+        return None
+
     @property
-    def reasoning_tokens(self) -> int | None:
-        """``completion_tokens_details.reasoning_tokens``, where the engine reports it (vLLM with a reasoning parser)."""
-        return self.detail("completion_tokens_details.reasoning_tokens")
+    def cached_tokens(self) -> int | None:
+        """``prompt_tokens_details.cached_tokens``, where the engine reports it."""
+        return self.detail(CACHED_TOKENS_PATH)
 
     def inconsistencies(self) -> list[str]:
         """What is wrong with these counts, in words; empty when they add up."""
@@ -116,6 +133,14 @@ class Reply:
     # what vLLM's benchmark times inter-token latency and E2E by.
     choice_times: list[float] = field(default_factory=list)
     first_output_time: float | None = None
+    # A reasoning model's output in two parts: when the first reasoning text and the first content
+    # text (chat delta.content, a completion's text) came, and how many events carried each, and any
+    # output (tool calls too). Tool calls are neither reasoning nor content.
+    first_reasoning_time: float | None = None
+    first_content_time: float | None = None
+    reasoning_events: int = 0
+    content_events: int = 0
+    output_events: int = 0
     problems: list[str] = field(default_factory=list)
     # The problems that mean part of the reply could not be read at all (an event
     # that is not JSON or not UTF-8, an error event, a chunk of the wrong shape):
@@ -148,6 +173,8 @@ class Reply:
             "chunk_count": self.chunk_count,
             "done_received": self.done_received,
             "first_output_time_s": self.first_output_time,
+            "first_reasoning_time_s": self.first_reasoning_time,
+            "first_content_time_s": self.first_content_time,
             "problems": self.problems,
         }
 
@@ -236,18 +263,19 @@ def reassemble_stream(events: Iterable[SSEEvent], *, sent_at: float | None = Non
         if isinstance(chunk.get("usage"), dict):
             # Engines may repeat usage (vLLM continuous_usage_stats); the last one is final.
             reply.usage = Usage.from_dict(chunk["usage"])
-        had_output = had_choice = False
+        carried = _Carried()
+        had_choice = False
         for choice in chunk.get("choices") or []:
             if choice.get("index", 0) != 0:
                 continue
             had_choice = True
             delta = choice.get("delta")
             if isinstance(delta, dict):
-                had_output |= _apply_delta(reply, delta, calls, pieces)
+                carried.add(_apply_delta(reply, delta, calls, pieces))
             elif "text" in choice:
                 text = choice.get("text") or ""
                 pieces.content.append(text)
-                had_output |= bool(text)
+                carried.content |= bool(text)
             if choice.get("finish_reason") is not None:
                 if reply.finish_reason is not None and reply.finish_reason != choice["finish_reason"]:
                     reply.problems.append(
@@ -256,8 +284,7 @@ def reassemble_stream(events: Iterable[SSEEvent], *, sent_at: float | None = Non
                 reply.finish_reason = choice["finish_reason"]
         if had_choice and relative is not None:
             reply.choice_times.append(relative)
-        if had_output and reply.first_output_time is None:
-            reply.first_output_time = relative
+        _count_output(reply, carried, relative)
     reply.content = "".join(pieces.content)
     reply.reasoning = "".join(pieces.reasoning)
     for index, parts in pieces.arguments.items():
@@ -358,16 +385,50 @@ class _Pieces:
     arguments: dict[Any, list[str]] = field(default_factory=dict)
 
 
-def _apply_delta(reply: Reply, delta: dict[str, Any], calls: dict[int, ToolCall], pieces: _Pieces) -> bool:
-    """Fold one delta into the reply; True when it carried output (text, reasoning or a call)."""
-    had_output = False
+@dataclass
+class _Carried:
+    """What one event's choice carried: content text, reasoning text, a tool call's fragment."""
+
+    content: bool = False
+    reasoning: bool = False
+    tool_call: bool = False
+
+    def add(self, other: "_Carried") -> None:
+        self.content |= other.content
+        self.reasoning |= other.reasoning
+        self.tool_call |= other.tool_call
+
+    @property
+    def output(self) -> bool:
+        return self.content or self.reasoning or self.tool_call
+
+
+def _count_output(reply: Reply, carried: _Carried, relative: float | None) -> None:
+    """Count an event's output by kind, and stamp the first of each kind (TTFT is the first of any)."""
+    if carried.output:
+        reply.output_events += 1
+        if reply.first_output_time is None:
+            reply.first_output_time = relative
+    if carried.reasoning:
+        reply.reasoning_events += 1
+        if reply.first_reasoning_time is None:
+            reply.first_reasoning_time = relative
+    if carried.content:
+        reply.content_events += 1
+        if reply.first_content_time is None:
+            reply.first_content_time = relative
+
+
+def _apply_delta(reply: Reply, delta: dict[str, Any], calls: dict[int, ToolCall], pieces: _Pieces) -> _Carried:
+    """Fold one delta into the reply; what output it carried (content, reasoning, a tool call)."""
+    carried = _Carried()
     if delta.get("role"):
         reply.role = delta["role"]
     text = delta.get("content")
     if text:
         pieces.content.append(text)
-        had_output = True
-    had_output |= _take_reasoning(reply, delta, pieces.reasoning)
+        carried.content = True
+    carried.reasoning = _take_reasoning(reply, delta, pieces.reasoning)
     for raw_call in delta.get("tool_calls") or []:
         index = raw_call.get("index", len(calls))
         call = calls.setdefault(index, ToolCall(index=index))
@@ -378,8 +439,8 @@ def _apply_delta(reply: Reply, delta: dict[str, Any], calls: dict[int, ToolCall]
         # an engine that splits them still reassembles.
         call.name += function.get("name") or ""
         pieces.arguments.setdefault(index, []).append(function.get("arguments") or "")
-        had_output = True
-    return had_output
+        carried.tool_call = True
+    return carried
 
 
 def _take_reasoning(reply: Reply, part: dict[str, Any], sink: list[str] | None = None) -> bool:

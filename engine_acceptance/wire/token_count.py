@@ -60,12 +60,23 @@ __all__ = [
     "TokenEstimate",
     "calibrate",
     "newline_boundaries_are_additive",
+    "uncounted",
     "usage_prompt_tokens",
 ]
 
 # Characters per encode_batch call: the transient Encodings (about 200 bytes a token)
 # stay near 20 MB at a time, and the batch is still large enough to use every core.
 LOCAL_BATCH_CHARS = 64 * 1024
+
+
+def uncounted(no_tokenize: str) -> str:
+    """Why nothing counts a prompt exactly, said wherever a length is estimated instead.
+
+    `no_tokenize` is the engine's tokenize endpoint's state in its probe's words, absent or
+    broken (``AcceptanceSession.no_tokenize_reason``): one that answered and is broken is
+    never called absent.
+    """
+    return f"{no_tokenize} and no --tokenizer"
 
 
 class TokenCountError(EngineAcceptanceError):

@@ -33,6 +33,7 @@ from engine_acceptance.capabilities.registry import probed_capabilities
 from engine_acceptance.wire.types import ClientTimeouts, EngineTarget, Exchange
 from engine_acceptance.media.library import MEDIA_DIR
 from engine_acceptance.profiles.profile import choose_model_profile, load_engine_profile
+from engine_acceptance.profiles.refusals import Refusal, RefusalRules
 from engine_acceptance.wire.reassembly import reply_from_body
 from engine_acceptance.reference_engine import RunningReferenceEngine, start_reference_engine
 
@@ -130,11 +131,19 @@ def test_sglang_convention_reasoning_content_and_flat_error_bodies(engines: Engi
     assert f"HTTP 400: {UNPROFILED} is not a multimodal model" in discovery.probes["image"].evidence
 
 
-def test_generic_engine_profile_does_not_probe_video_and_still_finds_tokenize(engines: Engines) -> None:
+def test_generic_engine_profile_probes_video_as_video_url_and_still_finds_tokenize(engines: Engines) -> None:
+    # vLLM's and SGLang's video_url: an unknown server that is one of them takes it, and the probe can tell.
     discovery = run_discovery(engines, engine_profile="generic")
-    assert discovery.state("video") == "not_probed"
-    assert "features.video_content_type is not set" in discovery.probes["video"].evidence
+    assert discovery.state("video") == "served" and discovery.settings("video") == {"content_type": "video_url"}
     assert discovery.settings("tokenize") == {"endpoint": "/tokenize"}
+
+
+def test_an_engine_profile_naming_no_video_content_type_says_why_video_is_not_probed(engines: Engines) -> None:
+    discovery = run_discovery(engines, engine_profile="llamacpp")
+    assert discovery.probes["video"] == Probe(
+        "video", "not_probed", "engine profile 'llamacpp' names no video content type: set "
+        "features.video_content_type (e.g. video_url) in an engine profile of your own (--profiles-dir) to probe "
+        "and test video")
 
 
 def test_503_storm_makes_every_chat_capability_broken_not_skipped(engines: Engines) -> None:
@@ -244,6 +253,27 @@ def test_a_thinking_budget_is_served_refused_without_reasoning_and_broken_when_i
     assert "--not-served thinking_budget" in ignored.evidence, ignored
     sglang = run_discovery(engines, engine_profile="sglang", convention="sglang").probes["thinking_budget"]
     assert sglang.state == "not_probed" and "names no thinking_budget_field" in sglang.evidence, sglang
+
+
+def test_a_chat_template_that_crashes_on_every_switch_makes_thinking_modes_broken_in_vllms_words(
+        engines: Engines) -> None:
+    discovery = run_discovery(engines, defects=["thinking-switch-template-400"])
+    assert discovery.state("reasoning") == "served"
+    thinking = discovery.probes["thinking_modes"]
+    assert thinking.state == "broken" and not thinking.settings
+    assert thinking.evidence.startswith("chat_template_kwargs.enable_thinking=false: HTTP 400: 'thinking_budget' is "
+                                        "undefined (2 more switches failed too): not a refusal engine profile 'vllm' "
+                                        "recognizes for thinking_modes")
+
+
+def test_a_model_that_does_not_reason_by_default_and_fails_when_turned_on_is_broken_not_unserved(
+        engines: Engines) -> None:
+    discovery = run_discovery(engines, defects=["thinking-on-500"])
+    assert states(discovery)["reasoning"] == "broken" and states(discovery)["thinking_modes"] == "broken"
+    assert discovery.probes["thinking_modes"].evidence.startswith(
+        "chat_template_kwargs.enable_thinking=true: HTTP 500: Internal server error (2 more switches failed too); if "
+        "the deployment does not offer thinking_modes on purpose, run with --not-served thinking_modes")
+    assert discovery.probes["reasoning"].settings["default_on"] is False
 
 
 def test_reference_engine_refusals_have_vllms_error_body(engines: Engines) -> None:
@@ -376,6 +406,10 @@ def test_the_generic_profile_recognizes_the_known_engines_refusals_and_nothing_e
     assert not generic.recognizes("responses", 403, "Forbidden")
     # A 404 on a chat feature is no absent route: the chat route answered.
     assert not generic.recognizes("tools", 404, "Not Found")
+    # llama-server's answer to a part type it does not take (video_url) refuses video; an image it does take.
+    assert generic.recognizes("video", 400, "unsupported content[].type")
+    assert not generic.recognizes("image", 400, "unsupported content[].type")
+    assert not generic.recognizes("video", 400, "unsupported content[].type: video_url is odd")
 
 
 def _counted(prompt_tokens: int | None, content: str = "Red") -> Exchange:
@@ -502,42 +536,192 @@ def _trials(answer: Any) -> list[SwitchTrial]:
     return [SwitchTrial(s, answer(s, "off"), answer(s, "on")) for s in THINKING_SWITCHES]
 
 
+def _error(status: int, message: str) -> Exchange:
+    return exchange(status, {"error": {"message": message, "type": "BadRequestError", "param": None, "code": status}})
+
+
+REASONS = exchange(200, chat_body("42", "17 + 25 is 42."))
+SILENT = exchange(200, chat_body("42"))
+# A gateway's refusal of a field it strips, as a team would list it in its engine profile.
+GATEWAY_REFUSAL = "chat_template_kwargs is not allowed by this gateway"
+
+
+def _rules(**refusals: str) -> RefusalRules:
+    """The vLLM engine profile's refusals, plus a 400 with `message` for each capability named."""
+    listed = dict(VLLM.by_capability)
+    listed.update({name: (Refusal(400, re.compile(re.escape(message))),) for name, message in refusals.items()})
+    return RefusalRules("team-vllm", listed)
+
+
+def _intent(capability: str) -> str:
+    return (f"if the deployment does not offer {capability} on purpose, run with --not-served {capability} "
+            f"(or not_served: [{capability}] in the model profile)")
+
+
 def test_model_that_reasons_only_when_asked_finds_its_switch() -> None:
     # DeepSeek-V3.1: no reasoning by default; thinking=true turns it on.
     def answer(switch: Any, form: str) -> Exchange:
-        on = switch.name == "thinking" and form == "on"
-        return exchange(200, chat_body("42", "17 + 25 is 42." if on else None))
+        return REASONS if switch.name == "thinking" and form == "on" else SILENT
 
-    reasoning, thinking = judge_reasoning(exchange(200, chat_body("42")), _trials(answer))
+    reasoning, thinking = judge_reasoning(SILENT, _trials(answer), VLLM)
     assert reasoning.state == "served" and reasoning.settings["default_on"] is False
     assert "chat_template_kwargs.thinking=true turns it on" in reasoning.evidence
     assert thinking.state == "served" and thinking.settings["switch"] == "thinking"
     assert thinking.settings["modes"]["disabled"] == {"chat_template_kwargs": {"thinking": False}}
 
 
+def test_model_that_reasons_by_default_finds_the_first_switch_that_turns_it_off() -> None:
+    reasoning, thinking = judge_reasoning(REASONS, _trials(lambda s, f: SILENT if f == "off" else REASONS), VLLM)
+    assert reasoning.state == "served" and reasoning.settings == {"default_on": True, "fields": ["reasoning"]}
+    assert thinking.state == "served" and thinking.settings["switch"] == "enable_thinking"
+    assert thinking.evidence == ("chat_template_kwargs.enable_thinking=false turns reasoning off, "
+                                 "chat_template_kwargs.enable_thinking=true on (also: thinking, thinking_mode)")
+
+
 def test_reasoning_markers_in_content_are_broken_not_absent() -> None:
     plain = exchange(200, chat_body("<think>\nThe user asks for 17 + 25"))
-    reasoning, thinking = judge_reasoning(plain, _trials(lambda s, f: exchange(200, chat_body("<think>\nhm"))))
+    reasoning, thinking = judge_reasoning(plain, _trials(lambda s, f: exchange(200, chat_body("<think>\nhm"))), VLLM)
     assert reasoning.state == "broken" and "no reasoning parser" in reasoning.evidence
     assert thinking.state == "not_served"
 
 
-def test_a_switch_the_engine_fails_on_makes_thinking_modes_broken() -> None:
+def test_a_model_that_never_reasons_serves_neither_whatever_the_switches() -> None:
+    # vLLM 0.32 with Gemma 3 270M: its template reads none of the switches, vLLM drops them, 200 each.
+    reasoning, thinking = judge_reasoning(SILENT, _trials(lambda s, f: SILENT), VLLM)
+    assert reasoning == Probe("reasoning", "not_served", "no reasoning in the reply")
+    assert thinking == Probe("thinking_modes", "not_served",
+                             "no reasoning in the reply, with or without a known switch")
+
+
+def test_a_switch_that_does_not_turn_reasoning_off_is_not_served_naming_the_switches_tried() -> None:
+    _, thinking = judge_reasoning(REASONS, _trials(lambda s, f: REASONS), VLLM)
+    assert thinking == Probe("thinking_modes", "not_served", "no known switch turned reasoning off (tried "
+                             "enable_thinking, thinking, thinking_mode)")
+
+
+# A switch form's 4xx is a refusal only when the engine profile lists it (issue 39).
+
+@pytest.mark.parametrize("listed_under", ["thinking_modes", "reasoning"])
+def test_switches_refused_as_the_engine_profile_lists_are_not_served_saying_what_each_got(listed_under: str) -> None:
+    rules = _rules(**{listed_under: GATEWAY_REFUSAL})
+    refused = _error(400, GATEWAY_REFUSAL)
+    reasoning, thinking = judge_reasoning(REASONS, _trials(lambda s, f: refused), rules)
+    assert reasoning.state == "served"
+    assert thinking.state == "not_served" and not thinking.settings
+    assert thinking.evidence == (
+        "no known switch turned reasoning off (tried "
+        f"chat_template_kwargs.enable_thinking=false: HTTP 400: {GATEWAY_REFUSAL}; "
+        f"chat_template_kwargs.thinking=false: HTTP 400: {GATEWAY_REFUSAL}; "
+        f'chat_template_kwargs.thinking_mode="disabled": HTTP 400: {GATEWAY_REFUSAL})')
+
+
+def test_switches_refused_on_a_model_that_does_not_reason_say_so_beside_no_reasoning() -> None:
+    rules = _rules(thinking_modes=GATEWAY_REFUSAL)
+    refused = _error(400, GATEWAY_REFUSAL)
+    reasoning, thinking = judge_reasoning(SILENT, _trials(lambda s, f: refused if s.name == "thinking" else SILENT),
+                                          rules)
+    assert reasoning == Probe("reasoning", "not_served", "no reasoning in the reply")
+    assert thinking.state == "not_served"
+    assert thinking.evidence == ("no reasoning in the reply, with or without a known switch (tried "
+                                 "enable_thinking: answered; chat_template_kwargs.thinking=false: HTTP 400: "
+                                 f"{GATEWAY_REFUSAL}; thinking_mode: answered)")
+
+
+def test_one_switch_refused_and_another_working_is_served() -> None:
+    rules = _rules(thinking_modes=GATEWAY_REFUSAL)
+
+    def answer(switch: Any, form: str) -> Exchange:
+        if switch.name == "enable_thinking":
+            return _error(400, GATEWAY_REFUSAL)
+        return SILENT if form == "off" else REASONS
+
+    _, thinking = judge_reasoning(REASONS, _trials(answer), rules)
+    assert thinking.state == "served" and thinking.settings["switch"] == "thinking"
+
+
+def test_a_4xx_the_engine_profile_does_not_list_is_broken_quoting_the_engine_whatever_the_default() -> None:
+    # thinking-switch-template-400: vLLM's 400 for a chat template that crashes on the switch.
+    crash = _error(400, "'thinking_budget' is undefined")
+    for plain in (REASONS, SILENT):
+        _, thinking = judge_reasoning(plain, _trials(lambda s, f: crash), VLLM)
+        assert thinking.state == "broken" and not thinking.settings
+        assert thinking.evidence == (
+            "chat_template_kwargs.enable_thinking=false: HTTP 400: 'thinking_budget' is undefined (2 more switches "
+            "failed too): not a refusal engine profile 'vllm' recognizes for thinking_modes; "
+            + _intent("thinking_modes"))
+
+
+def test_a_refusal_listed_for_another_capability_does_not_excuse_a_switch() -> None:
+    _, thinking = judge_reasoning(REASONS, _trials(lambda s, f: _error(400, GATEWAY_REFUSAL)),
+                                  _rules(tools=GATEWAY_REFUSAL))
+    assert thinking.state == "broken" and "not a refusal engine profile 'team-vllm' recognizes" in thinking.evidence
+
+
+def test_a_model_that_does_not_reason_by_default_and_whose_on_switch_fails_is_broken_twice() -> None:
+    # thinking-on-500: turning thinking off works, turning it on is answered 500.
+    failed = _error(500, "Internal server error")
+    reasoning, thinking = judge_reasoning(SILENT, _trials(lambda s, f: SILENT if f == "off" else failed), VLLM)
+    assert reasoning.state == "broken" and reasoning.settings == {"default_on": False, "fields": []}
+    assert reasoning.evidence == ("no reasoning by default, and the switch that would turn it on failed: "
+                                  "chat_template_kwargs.enable_thinking=true: HTTP 500: Internal server error; "
+                                  f"{_intent('reasoning')}")
+    assert thinking.state == "broken" and not thinking.settings
+    assert thinking.evidence == ("chat_template_kwargs.enable_thinking=true: HTTP 500: Internal server error (2 more "
+                                 f"switches failed too); {_intent('thinking_modes')}")
+
+
+def test_an_off_switch_that_fails_on_a_model_that_reasons_by_default_is_broken_in_the_engines_words() -> None:
     def answer(switch: Any, form: str) -> Exchange:
         if switch.name == "thinking_mode":
-            return exchange(500, {"error": {"message": "template error"}})
-        return exchange(200, chat_body("42", "still thinking"))
+            return _error(500, "template error")
+        return REASONS  # the other switches are not read: reasoning stays
 
-    _, thinking = judge_reasoning(exchange(200, chat_body("42", "thinking")), _trials(answer))
-    assert thinking.state == "broken"
-    assert thinking.evidence.startswith("chat_template_kwargs.thinking_mode=\"disabled\": HTTP 500: template error")
+    reasoning, thinking = judge_reasoning(REASONS, _trials(answer), VLLM)
+    assert reasoning.state == "served"
+    assert thinking == Probe("thinking_modes", "broken", 'chat_template_kwargs.thinking_mode="disabled": HTTP 500: '
+                             f"template error; {_intent('thinking_modes')}")
+
+
+def test_a_switch_that_fails_fails_thinking_modes_even_when_another_switch_works() -> None:
+    def answer(switch: Any, form: str) -> Exchange:
+        if switch.name == "thinking_mode" and form == "on":
+            return _error(502, "Bad Gateway")
+        return SILENT if form == "off" else REASONS
+
+    reasoning, thinking = judge_reasoning(REASONS, _trials(answer), VLLM)
+    assert reasoning.state == "served"
+    assert thinking.state == "broken" and thinking.evidence.startswith(
+        'chat_template_kwargs.thinking_mode="enabled": HTTP 502: Bad Gateway; ')
+
+
+@pytest.mark.parametrize(("lost", "said"), [
+    (exchange(None, error_kind="timeout", error="idle timeout: never answered"),
+     "timeout: idle timeout: never answered"),
+    (exchange(None, error_kind="connection", error="reset by peer"), "connection: reset by peer"),
+    (exchange(401, {"error": "Unauthorized"}), "HTTP 401: Unauthorized"),
+    (exchange(200, chat_body("")), "HTTP 200 with nothing in content, reasoning or tool calls (finish_reason 'stop')"),
+], ids=["timeout", "connection", "401", "200-empty"])
+def test_a_switch_answer_lost_or_unusable_is_a_fault_not_a_refusal(lost: Exchange, said: str) -> None:
+    for plain in (REASONS, SILENT):
+        reasoning, thinking = judge_reasoning(plain, _trials(lambda s, f: lost if f == "on" else SILENT), VLLM)
+        assert thinking == Probe("thinking_modes", "broken", f"chat_template_kwargs.enable_thinking=true: {said} "
+                                 f"(2 more switches failed too); {_intent('thinking_modes')}")
+        assert reasoning.state == ("served" if plain is REASONS else "broken"), reasoning
 
 
 def test_a_refused_plain_request_breaks_reasoning_and_thinking() -> None:
     refused = exchange(400, {"error": {"message": "bad"}})
-    reasoning, thinking = judge_reasoning(refused, _trials(lambda s, f: refused))
+    reasoning, thinking = judge_reasoning(refused, _trials(lambda s, f: refused), VLLM)
     why = "a plain chat request failed: HTTP 400: bad"
     assert (reasoning, thinking) == (Probe("reasoning", "broken", why), Probe("thinking_modes", "broken", why))
+
+
+def test_the_shipped_engine_profiles_list_no_refusal_of_a_thinking_switch() -> None:
+    # vLLM, SGLang and llama-cpp-python answer a switch the template does not read 200 (dropped or ignored), and
+    # one the template crashes on with the template's own words: a fault (fixtures/profiles/engines/*.yaml).
+    for name in ("vllm", "sglang", "llamacpp", "generic"):
+        listed = load_engine_profile(name).refusal_rules.by_capability
+        assert not listed.get("thinking_modes") and not listed.get("reasoning"), name
 
 
 # --- the result itself ---------------------------------------------------------------------

@@ -89,3 +89,28 @@ def test_a_stated_intent_names_the_command() -> None:
 
 def test_every_check_group_registers_a_described_marker() -> None:
     assert all(group.description and group.marker_line.startswith(f"{group.marker}: ") for group in CHECK_GROUPS)
+
+
+def test_every_core_check_pattern_names_a_collected_check_of_its_capability(pytester) -> None:
+    """A core check renamed or moved would leave its capability untestable: "tested" needs a core pass."""
+    from suite_runner import REPO
+
+    from engine_acceptance.profiles.expectations import check_id
+    from engine_acceptance.pytest_plugin.collection import capabilities_tested_by
+
+    collected: list[tuple[str, set[str]]] = []
+
+    class Collector:
+        def pytest_collection_finish(self, session) -> None:
+            collected.extend((check_id(item.nodeid), capabilities_tested_by(item)) for item in session.items)
+
+    pytester.inline_run("-c", str(REPO / "pytest.ini"), "--rootdir", str(REPO), str(REPO / "tests"),
+                        "--collect-only", "-p", "no:cacheprovider", plugins=[Collector()])
+    assert len(collected) > 100, f"the suite's checks were not collected ({len(collected)})"
+    for entry in CAPABILITIES:
+        assert entry.core_checks or not entry.in_profiles, f"{entry.name}: a model capability needs core checks"
+        for pattern in entry.core_checks:
+            covering = [check for check, covers in collected
+                        if entry.name in covers and registry.Capability(entry.name, entry.found_by,
+                                                                         core_checks=(pattern,)).is_core(check)]
+            assert covering, f"{entry.name}: core check {pattern!r} names no collected check that covers it"

@@ -11,10 +11,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from diff_bundles import CHECK_IDS, bundle, cell, check
 
 from engine_acceptance.diff.bundle import Bundle
 from engine_acceptance.diff.compare_runs import (
+    CHANGE,
     CHECKS,
     IMPROVEMENT,
     PERFORMANCE,
@@ -200,3 +202,63 @@ def test_a_run_that_did_not_finish_is_said_and_its_missing_parts_are_not_compare
     assert report.findings[0].kind == REGRESSION and report.findings[0].subject == "gate"
     assert {f.metric for f in report.of(CHECKS)} == {"only in BASE"}
     assert {item.why for item in report.not_compared} == {"only in BASE"}
+
+
+def _chat_cell(seed: int, *, content_later_ms: float = 0.0, reasoning: float = 40.0, cached: float = 0.0,
+               with_cached: bool = True) -> dict[str, Any]:
+    """A media cell of a reasoning model: reasoning first, its answer ``content_later_ms`` later than usual."""
+    chat = cell(seed, key="image-512@4")
+    chat["workload"] = "media_throughput"
+    rng = np.random.default_rng(seed + 100)
+    ttft = np.asarray(chat["samples"]["ttft_ms"])
+    prompts = rng.integers(60, 70, ttft.size).astype(float)
+    chat["samples"].update({
+        "first_reasoning_ms": ttft.tolist(),
+        "first_content_ms": (ttft + rng.lognormal(np.log(200), 0.1, ttft.size) + content_later_ms).round(3).tolist(),
+        "reasoning_tokens": rng.poisson(reasoning, ttft.size).astype(float).tolist(),
+        "content_tokens": rng.poisson(12, ttft.size).astype(float).tolist(),
+    })
+    if with_cached:
+        chat["samples"].update({"cached_tokens": np.floor(prompts * cached).tolist(),
+                                "cached_of_prompt_tokens": prompts.tolist()})
+    return chat
+
+
+def test_the_output_split_is_compared_first_content_token_like_ttft_tokens_as_changes_and_the_cached_share() -> None:
+    base = bundle(1, cells=[_chat_cell(1, cached=0.5)])
+    clean = diff(base, bundle(2, cells=[_chat_cell(2, cached=0.5)]))
+    metrics = {f.metric for f in clean.of(PERFORMANCE)}
+    assert {"P50 first reasoning token", "P99 first content token", "reasoning tokens/request",
+            "content tokens/request", "cached share of prompt tokens"} <= metrics
+    assert all(f.kind == UNCHANGED for f in clean.findings), [f for f in clean.findings if f.kind != UNCHANGED]
+
+    # The answer held back to the end: the first content token regresses, the first output (TTFT) does not; the
+    # model now reasons twice as long: a change, neither better nor worse; the cache stopped serving: a regression.
+    worse = diff(base, bundle(2, cells=[_chat_cell(2, content_later_ms=150.0, reasoning=80.0)]))
+    by_metric = {f.metric: f for f in worse.of(PERFORMANCE)}
+    content = by_metric["P50 first content token"]
+    assert content.kind == REGRESSION and content.significant and content.low > 0.3, content
+    assert by_metric["P50 TTFT"].kind == UNCHANGED and by_metric["P50 first reasoning token"].kind == UNCHANGED
+    reasoning = by_metric["reasoning tokens/request"]
+    assert reasoning.kind == CHANGE and reasoning.significant and 0.8 < reasoning.change < 1.2, reasoning
+    cached = by_metric["cached share of prompt tokens"]
+    assert (cached.kind, cached.unit, cached.new) == (REGRESSION, "difference", "0.0%"), cached
+    assert cached.base.startswith("49.") and cached.high < -0.45
+
+
+def test_a_figure_only_one_run_reported_is_listed_as_not_compared() -> None:
+    report = diff(bundle(1, cells=[_chat_cell(1)]), bundle(2, cells=[_chat_cell(2, with_cached=False)]))
+    assert "cached share of prompt tokens" not in {f.metric for f in report.of(PERFORMANCE)}
+    [missing] = report.not_compared
+    assert missing.what == "cached share of prompt tokens of cell media_throughput image-512@4"
+    assert missing.why.startswith("only in BASE: no request of NEW had it (not reported by the engine")
+
+
+def test_a_drop_in_speculative_decoding_acceptance_is_a_rate_regression_with_a_note_on_its_interval() -> None:
+    acceptance = {"name": "spec_decode_acceptance[128/128@4]", "check": "tests/test_throughput.py::test_load",
+                  "k": 8000, "n": 10000}
+    report = diff(bundle(1, rates=[acceptance]), bundle(2, rates=[{**acceptance, "k": 2000}]))
+    [rate] = [f for f in report.of(RATES) if f.metric.startswith("spec_decode_acceptance")]
+    assert (rate.kind, rate.significant, rate.base, rate.new) == (REGRESSION, True, "8000/10000 (80.0%)",
+                                                                    "2000/10000 (20.0%)")
+    assert any("not independent trials" in note for note in report.notes)

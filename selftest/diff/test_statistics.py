@@ -17,10 +17,12 @@ from engine_acceptance.diff.statistics import (
     _bootstrap_percentile,
     f1_difference,
     f1_score,
+    mean_change,
     newcombe_difference,
     percentile_change,
     rounds_change,
     samples_for_interval,
+    share_difference,
 )
 
 
@@ -107,3 +109,37 @@ def test_f1_difference_is_bootstrapped_from_the_confusion_counts() -> None:
     assert same.change == 0 and not same.excludes_zero
     worse = f1_difference([560, 2, 4, 72], [480, 40, 44, 74], seed=0, name="f1")
     assert worse.change < 0 and worse.high < 0
+
+
+def _tokens(seed: int, size: int = 200, mean: float = 400.0) -> np.ndarray:
+    return np.random.default_rng(seed).poisson(mean, size).astype(float)
+
+
+def test_a_mean_of_counts_covers_no_change_about_95_percent_of_the_time_and_finds_a_real_one() -> None:
+    pairs = 200
+    covered = sum(not mean_change(_tokens(2 * seed), _tokens(2 * seed + 1), seed=0, name="tokens").excludes_zero
+                  for seed in range(pairs))
+    assert 0.90 <= covered / pairs <= 0.99, covered
+    more = mean_change(_tokens(1), _tokens(2, mean=440.0), seed=0, name="tokens")
+    assert more.excludes_zero and more.low < 0.10 < more.high, more
+    assert mean_change([0.0] * 20, [5.0] * 20, seed=0, name="t").basis.startswith("a base mean of 0")
+    assert mean_change([1.0] * 5, [2.0] * 5, seed=0, name="t").low is None  # too few requests
+
+
+def test_a_share_of_summed_counts_is_a_difference_bootstrapped_over_requests() -> None:
+    rng = np.random.default_rng(3)
+    prompts = rng.integers(100, 200, 100).astype(float)
+    # BASE: a cache that serves about half of every prompt; NEW: none of it, then the same.
+    half = np.floor(prompts / 2)
+    lost = share_difference(half, prompts, np.zeros(100), prompts, seed=0, name="cached")
+    assert lost.excludes_zero and lost.high < -0.4, lost
+    same = share_difference(half, prompts, half, prompts, seed=0, name="cached")
+    assert same.change == 0 and not same.excludes_zero
+    # A cache that serves all of some prompts and none of others: the requests move together, so the
+    # interval is as wide as the requests' spread, not as narrow as a count of independent tokens.
+    all_or_none = np.where(rng.random(100) < 0.5, prompts, 0.0)
+    again = np.where(rng.random(100) < 0.5, prompts, 0.0)
+    spread = share_difference(all_or_none, prompts, again, prompts, seed=0, name="cached")
+    assert spread.high - spread.low > 0.2, spread
+    with pytest.raises(ValueError, match="parts"):
+        share_difference([1.0], [1.0, 2.0], [1.0], [1.0], seed=0, name="x")

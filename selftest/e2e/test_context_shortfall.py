@@ -116,3 +116,35 @@ def test_a_recall_run_below_the_declared_context_says_so_in_the_row_gate_json_te
     environment = (pytester.path / "allure-results" / "environment.properties").read_text(encoding="utf-8")
     assert ("shortfall.2.recall_1m = million-token recall ran at 2,000 tokens, not 1,048,576 "
             "(--recall-tokens=2000: a 2,000-token prompt)") in environment
+
+
+LONG_131K = """\
+name: long-131k
+description: a team's model with 128K of context, served by the built-in engine for the self-test
+match: ["^long-131k"]
+capabilities: [text, streaming]
+context_length: 131072
+reasoning: {markers: []}
+"""
+
+
+@pytest.mark.e2e
+def test_a_million_token_check_on_a_128k_model_is_said_against_the_context_the_model_declares(
+        pytester: pytest.Pytester) -> None:
+    # The engine advertises a million (the built-in engine's own context); the model profile declares 131,072.
+    team = pytester.path / "team"
+    (team / "models").mkdir(parents=True)
+    (team / "models" / "long-131k.yaml").write_text(LONG_131K, encoding="utf-8")
+    codes = "test_recall.py::test_million_token_prompt_returns_the_three_codes_exactly_as_json"
+    result, outcomes = run_suite(pytester, "-m", "recall_1m", "-k", "million_token_prompt_returns", "-v",
+                                 f"--profiles-dir={team}", "--reference-model=long-131k", "--recall-tokens=7000")
+    assert outcomes == {codes: "passed"} and result.ret == 0, result.stdout.str()[-3000:]
+    said = "million-token recall at 7,000 of the 131,072 tokens the model declares"
+    result.stdout.fnmatch_lines([f"*{codes} PASSED (ran at 7,000 of the 131,072 tokens the model declares)*",
+                                 f"long_context *passed; {said}"])
+    assert (f"  SHORTFALL (long_context): {said} [--recall-tokens=7000: a 7,000-token prompt]; checks: 1 passed at "
+            "7,000 of the 131,072 tokens the model declares") in result.stdout.lines
+    gate = json.loads((pytester.path / "gate.json").read_text(encoding="utf-8"))
+    million = [s for s in gate["shortfalls"] if s["check"] == "recall_1m"]
+    assert [(s["declared"], s["ran"], s["summary"]) for s in million] == [(131_072, 7000, said)]
+    assert "1,048,576" not in json.dumps(million)

@@ -6,11 +6,17 @@ anywhere; (b) a latency model 30% slower shows TTFT and TPOT regressions, signif
 intervals above zero; (c) an injected defect puts its check's passed -> failed at the top of
 the checks, before any performance finding; (d) the defect BASE had a record for is gone, so
 the record went stale: "fixed". (c) and (d) are one run: it injects another defect than BASE.
+Issue 41's proof is a fifth: (e) an engine that holds its answer back to the end of its reasoning
+(``content-at-end``) and whose draft tokens are accepted a quarter as often
+(``spec-decode-rejects``) shows the first content token's regression, with TTFT and the first
+reasoning token unchanged, and the acceptance's drop in the rates; the cached prompt tokens the
+engine reports are compared too, and unchanged.
 
-Every run is small: the usage and max_tokens checks (text) and one throughput cell of 8
-requests a round for 3 rounds, the same prompts in every run (``--throughput-seed``), with
-a latency model slow enough (40 ms to the first token, 4 ms a token) that a busy CPU's
-scheduling noise stays under the 5% tolerance.
+Every run is small: the usage and max_tokens checks (text), one throughput cell of 8
+requests a round for 3 rounds, the same prompts in every run (``--throughput-seed``), and one
+media cell (the video, whose reply reasons and then answers in a sentence) of 8 requests a
+round, with a latency model slow enough (40 ms to the first token, 4 ms a token) that a busy
+CPU's scheduling noise stays under the tolerance.
 """
 
 from __future__ import annotations
@@ -27,6 +33,7 @@ from engine_acceptance.diff.compare_runs import (
     CHECKS,
     IMPROVEMENT,
     PERFORMANCE,
+    RATES,
     REGRESSION,
     SECTIONS,
     UNCHANGED,
@@ -50,8 +57,10 @@ records:
     failure:
       message: 'usage\\.total_tokens=\\d+ but prompt_tokens \\+ completion_tokens'
 """
-SELECTION = ("-m", "text or throughput", "-k", "usage_is_present or max_tokens_cuts or fixed_length",
-             "--throughput-shapes=32/16@2x8", "--throughput-rounds=3", "--throughput-seed=1")
+SELECTION = ("-m", "text or throughput", "-k", "usage_is_present or max_tokens_cuts or fixed_length or media_load",
+             "--throughput-shapes=32/16@2x8", "--throughput-rounds=3", "--throughput-seed=1",
+             "--media-shapes=video-16frames@2x8")
+THROUGHPUT_CELL, MEDIA_CELL = "throughput 32/16@2", "media_throughput video-16frames@2"
 LATENCY = "--reference-latency=40,4"
 SLOWER = "--reference-latency=52,5.2"  # 30% slower to the first token and per token
 
@@ -94,7 +103,7 @@ def test_a_30_percent_slower_engine_shows_significant_ttft_and_tpot_regressions(
     new = _run(pytester, SLOWER, "--inject=bad-usage")
     report = _diff(base, new)
     for metric in ("P50 TTFT", "P50 TPOT"):
-        [finding] = [f for f in report.of(PERFORMANCE) if f.metric == metric]
+        [finding] = [f for f in report.of(PERFORMANCE) if f.metric == metric and f.subject == THROUGHPUT_CELL]
         assert finding.kind == REGRESSION and finding.significant, finding
         assert 0.05 < finding.low <= finding.change <= finding.high, finding
     assert not report.of(CHECKS) and main([str(base), str(new)]) == 1
@@ -115,3 +124,27 @@ def test_an_injected_defect_fails_its_check_at_the_top_and_the_stale_record_is_f
     assert "finish_reason 'length'" in checks[0].note
     sections = [SECTIONS.index(f.section) for f in report.findings]
     assert sections == sorted(sections)
+
+
+def test_an_answer_held_to_the_end_and_rejected_drafts_show_in_the_split_and_the_acceptance_rate(
+        pytester: pytest.Pytester, base: Path) -> None:
+    new = _run(pytester, LATENCY, "--inject=bad-usage", "--inject=content-at-end", "--inject=spec-decode-rejects")
+    report = _diff(base, new)
+    media = {f.metric: f for f in report.of(PERFORMANCE) if f.subject == MEDIA_CELL}
+    # The answer now leaves after its last token: its first token is late by the answer's length; the first
+    # output, the reasoning, is not.
+    content = media["P50 first content token"]
+    assert content.kind == REGRESSION and content.significant and content.low > 0.2, content
+    for unchanged in ("P50 TTFT", "P50 first reasoning token", "reasoning tokens/request", "content tokens/request",
+                      "cached share of prompt tokens"):
+        assert media[unchanged].kind == UNCHANGED, media[unchanged]
+    assert (media["cached share of prompt tokens"].base, media["cached share of prompt tokens"].new) == ("0.0%",
+                                                                                                          "0.0%")
+    # The completions cell has no reasoning to split, so no such figure.
+    assert not [f for f in report.of(PERFORMANCE) if f.subject == THROUGHPUT_CELL and "content" in f.metric]
+    acceptance = {f.metric: f for f in report.of(RATES) if f.metric.startswith("spec_decode_acceptance")}
+    assert set(acceptance) == {"spec_decode_acceptance[32/16@2]", "spec_decode_acceptance[video-16frames@2]"}
+    for rate in acceptance.values():
+        # 0.8 then 0.2 accepted per draft token, to a token: the counters are served whole.
+        assert rate.kind == REGRESSION and rate.significant and -0.62 < rate.change < -0.58, rate
+    assert not report.of(CHECKS) and main([str(base), str(new)]) == 1

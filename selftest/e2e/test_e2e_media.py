@@ -18,7 +18,7 @@ import base64
 import json
 
 import pytest
-from suite_runner import NO_LATENCY, failed, run_suite
+from suite_runner import ENGINE_WITHOUT_VIDEO, NO_LATENCY, engine_without_video, failed, run_suite
 
 from engine_acceptance.media import library as media
 
@@ -161,3 +161,27 @@ def test_media_answered_but_dropped_is_discovered_broken_and_fails_every_image_a
     assert result.ret == 1
 
 
+
+
+def test_the_generic_engine_profile_probes_video_and_one_naming_no_way_to_send_it_says_why(
+        pytester: pytest.Pytester) -> None:
+    # generic sends vLLM's and SGLang's video_url: the built-in engine reads it, so video is served and tested.
+    result, outcomes = run_suite(pytester, *FAST, "-m", "video", "--engine", "generic", "--profile", "generic")
+    videos = _image_and_video(outcomes)
+    assert result.ret == 0 and "passed" in set(videos.values()) and not failed(outcomes), result.stdout.str()[-3000:]
+    probe = _discovered(pytester, "video")
+    assert probe["state"] == "served" and " with the video, " in probe["evidence"], probe
+    result.stdout.fnmatch_lines(["video * served * passed*"])
+
+    # An engine profile naming no video content type: the row says why video was not probed, and the way out.
+    result, outcomes = run_suite(pytester, *FAST, "-m", "video or text", "-k", "video or arithmetic", "--profiles-dir",
+                                 engine_without_video(pytester.path / "team"), "--engine", ENGINE_WITHOUT_VIDEO,
+                                 "--profile", "generic")
+    assert result.ret == 0 and set(_image_and_video(outcomes).values()) == {"skipped"}, result.stdout.str()[-3000:]
+    why = ("not probed: engine profile 'plain-serve' names no video content type: set features.video_content_type "
+           "(e.g. video_url) in an engine profile of your own (--profiles-dir) to probe and test video")
+    [row] = [row for row in json.loads((pytester.path / "gate.json").read_text(encoding="utf-8"))["capabilities"]
+             if row["name"] == "video"]
+    assert (row["discovered"], row["result"]) == ("not_probed", f"not tested: {why}"), row
+    result.stdout.fnmatch_lines(["video * not probed * not tested: not probed: engine profile 'plain-serve' names no "
+                                 "video content type*", "GATE: PASS"])

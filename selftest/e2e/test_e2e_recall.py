@@ -95,7 +95,8 @@ def test_recall_without_a_way_to_count_tokens_checks_the_codes_and_skips_only_th
     result.stdout.fnmatch_lines([
         "*recall million: aiming at * tokens instead of 1,047,488: an estimated length is kept 2% below*",
         "*recall million: prompt tokens approximate: asked *, engine counted * (usage.prompt_tokens*",
-        "*SKIPPED*no /tokenize and no --tokenizer: the engine's count cannot be checked*",
+        "*SKIPPED*no tokenize endpoint (POST /tokenize: HTTP 404: Not Found) and no --tokenizer: the engine's count "
+        "cannot be checked*",
     ])
 
 

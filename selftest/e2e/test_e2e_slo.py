@@ -1,10 +1,12 @@
 """End to end: the SLO check run by pytest against reference engines (issue 18).
 
 It passes on a clean engine of either convention and reports its table (terminal,
-HTML, CSV), chart and figures; ``slow-first-token`` (every first token 1 s late)
+HTML, CSV), chart and figures, the draft acceptance where the engine counts it and "not
+reported by the engine" where it does not; ``slow-first-token`` (every first token 1 s late)
 fails it with the attainment and the missed limit, also in the default run, whose
 reference profile carries an SLO; without an SLO it is skipped,
-saying so; an SLO in the model profile gates it like one on the command line; and a
+saying so; an SLO in the model profile gates it like one on the command line; chat cells
+(``--slo-endpoint chat``) report the reasoning and the answer apart; and a
 bad value stops the run naming the option. Pass/fail rests on the defect's full
 second against a 500 ms limit, never on this machine's timing.
 """
@@ -42,6 +44,20 @@ def test_a_clean_engine_meets_the_slo_and_the_report_carries_every_cell(pytester
               if json.loads(p.read_text())["name"].startswith("test_open_loop_load")]
     kinds = {a["type"] for a in case["attachments"] if a["name"].startswith("SLO open-loop")}
     assert {"text/html", "text/csv", "image/png", "application/json"} <= kinds
+    # The output split (issue 41): the cells are completions, so no reasoning; the draft acceptance where the
+    # engine counts it (the vLLM convention), and where it does not, said so with the reason, never a 0.
+    [csv] = [(pytester.path / "allure-results" / a["source"]).read_text() for a in case["attachments"]
+             if a["type"] == "text/csv"]
+    header, *rows = [line.split(",") for line in csv.splitlines()]
+    acceptance = [row[header.index("spec_decode_acceptance")] for row in rows]
+    if convention == "vllm":
+        result.stdout.fnmatch_lines(["*late sends*spec decode acceptance", "*128/32@32rps*[78]?.?%"])
+        assert all(0.79 < float(value) < 0.81 for value in acceptance), acceptance
+    else:
+        result.stdout.fnmatch_lines(["*Speculative-decoding acceptance: not reported by the engine: engine profile "
+                                     "'sglang' names no speculative-decoding counters*"])
+        assert acceptance == ["not reported by the engine"] * 2
+    result.stdout.fnmatch_lines(["*/v1/completions has no reasoning field*"])
 
 
 def test_a_slow_first_token_fails_the_check_with_attainment_and_the_missed_limit(pytester: pytest.Pytester) -> None:
@@ -85,3 +101,24 @@ def test_a_bad_slo_value_stops_the_run_naming_the_option(pytester: pytest.Pytest
     result, _ = run_suite(pytester, "-m", "slo", "--slo", "ttft=soon")
     assert result.ret == 4
     result.stderr.fnmatch_lines(["*--slo: 'ttft=soon': 'soon' is not a number of milliseconds*"])
+
+
+def test_chat_cells_report_the_reasoning_and_the_answer_apart_and_keep_them_for_a_diff(
+        pytester: pytest.Pytester) -> None:
+    # Chat (--slo-endpoint chat): text prompts, one user message each; the built-in model reasons, then answers.
+    bundle = pytester.path / "bundle"
+    result, outcomes = run_suite(pytester, *ONE_CELL, "--slo", "ttft=500,tpot=50", "--slo-endpoint", "chat",
+                                 "--slo-shape", "64/96", f"--run-bundle={bundle}")
+    assert outcomes[CHECK] == "passed", result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines(["*prompts from text cut to an estimated length (chat requests carry text, not token "
+                                 "ids)*",
+                                 "*P50 first reasoning ms*P50 first content ms*reasoning tok/req*content tok/req*",
+                                 "*Reasoning tokens (64/96@16rps): usage.completion_tokens_details.reasoning_tokens, "
+                                 "as the engine reported them*"])
+    assert "/v1/completions has no reasoning field" not in result.stdout.str()
+    [cell] = json.loads((bundle / "run.json").read_text())["cells"]
+    assert cell["shape"]["endpoint"] == "chat"
+    samples = cell["samples"]
+    assert len(samples["first_content_ms"]) == 12 and min(samples["reasoning_tokens"]) > 0
+    # The answer comes after the reasoning: its first token after the first output.
+    assert sorted(samples["first_content_ms"])[6] > sorted(samples["ttft_ms"])[6]

@@ -5,7 +5,7 @@ The check passes on a clean engine and writes its table, chart, JSON and progres
 passes an unchanged engine (a regression against itself, the gate says) and fails a
 slower one, naming the metric and the tolerance; a baseline that holds none of the
 run's cells fails it, naming both; a threshold it
-misses fails it; bad option values stop the run with the option named; and it
+misses fails it, the draft acceptance's too when ``spec-decode-rejects`` lowers it; bad option values stop the run with the option named; and it
 refuses to share the engine. Pass/fail here never hangs on a wall-clock figure
 except the baseline comparison, whose slower engine is three times slower and whose
 tolerances are declared wide.
@@ -41,8 +41,13 @@ def test_clean_engine_passes_and_reports_every_round_table_chart_and_progress(py
     out = pytester.path / "throughput.json"
     result, outcomes = run_suite(pytester, "-m", "throughput", "-k", "not media",
                                  "--throughput-shapes", "128/32@1x2,128/32@4x4",
-                                 "--throughput-out", str(out))
+                                 "--throughput-out", str(out), "--throughput-threshold", "spec_decode_acceptance>=0.5")
     assert result.ret == 0, result.stdout.str()[-3000:]
+    # The engine's draft acceptance from its counters (0.8), and what it does not report, said so and not as 0.
+    result.stdout.fnmatch_lines(["*cell*out tok/s*spec decode acceptance",
+                                 "*128/32@4*4x3*[78]?.?%*",
+                                 "*/v1/completions has no reasoning field*",
+                                 "*Cached prompt tokens: not reported by the engine*"])
     assert outcomes == {f"{CHECK}[in128-out32]": "passed"}
     result.stdout.fnmatch_lines([
         "*throughput 128/32 concurrency 1 round 1/3: 2/2 requests done*",
@@ -93,6 +98,15 @@ def test_thresholds_missed_fail_the_check_naming_metric_limit_and_source(pyteste
     result.stdout.fnmatch_lines([f"*128/128@2: output_tok_s is * threshold >= 1e+09 tok/s (model profile {profile})*"])
 
 
+def test_a_drop_in_draft_acceptance_misses_its_threshold_naming_the_figure(pytester: pytest.Pytester) -> None:
+    # spec-decode-rejects: the replies are the same, a quarter as many draft tokens are accepted (0.8 -> 0.2).
+    result, outcomes = run_suite(pytester, *SMALL, "--inject", "spec-decode-rejects",
+                                 "--throughput-threshold", "spec_decode_acceptance>=0.5")
+    assert failed(outcomes) == {f"{CHECK}[in128-out128]"}, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines(["*128/128@2: spec_decode_acceptance is 0.2* share (median of rounds), threshold "
+                                 ">= 0.5 share (command line)*"])
+
+
 @pytest.fixture(scope="module")
 def steady_engine() -> Iterator[RunningReferenceEngine]:
     # Latencies large against a noisy machine's jitter, so an unchanged engine repeats itself.
@@ -135,6 +149,20 @@ def test_baseline_passes_an_unchanged_engine_and_fails_a_slower_one_naming_metri
     gate = json.loads((pytester.path / "gate.json").read_text(encoding="utf-8"))
     assert [(b["kind"], b["comparison"]) for b in gate["baselines"]] == [("throughput", "regression against itself")]
     same.stdout.fnmatch_lines([f"*baseline (throughput): regression against itself, {baseline}: vllm *"])
+
+    # The same engine and model recorded at another version: a regression across versions, naming both.
+    running = stored["provenance"]["engine_version"]
+    older = pytester.path / "older.json"
+    older.write_text(json.dumps({**stored, "provenance": {**stored["provenance"], "engine_version": "0.0.1"}}),
+                     encoding="utf-8")
+    upgraded, outcomes = run_suite(pytester, *shapes, "--engine-url", steady_engine.url,
+                                   "--throughput-baseline", str(older))
+    assert upgraded.ret == 0 and not failed(outcomes), upgraded.stdout.str()[-3000:]
+    across = f"the same engine and model at another version (0.0.1 → {running}): a regression across versions"
+    gate = json.loads((pytester.path / "gate.json").read_text(encoding="utf-8"))
+    assert [(b["kind"], b["comparison"]) for b in gate["baselines"]] == [("throughput", across)]
+    assert f"  baseline (throughput): {across}, {older}: vllm 0.0.1, model reference-model, " in upgraded.stdout.str()
+    assert "against another engine" not in upgraded.stdout.str()
 
     slower, outcomes = run_suite(pytester, *shapes, "--engine-url", slower_engine.url,
                                  "--throughput-baseline", str(baseline))

@@ -5,8 +5,8 @@ Two ways the old verdict passed a deployment whose capability was never shown to
 - every executed check of a *required* capability failed as an expected-failure record
   describes (llama.cpp's server drops every image, and each image check is a record):
   the row read "passed (16 known defect(s))". Now it reads "known broken" and the gate fails.
-- every selected check of a *declared* capability was skipped (the engine profile does
-  not say how a video is sent): the row read "not tested: all 5 skipped" under a green
+- every selected check of a *declared* capability was skipped (the engine profile names
+  no way to send a video): the row read "not tested: all 5 skipped" under a green
   gate. Now that fails too, unless ``--allow-untested video`` says it is intended.
 """
 
@@ -16,21 +16,54 @@ import json
 from pathlib import Path
 
 import pytest
-from suite_runner import run_suite
+from suite_runner import ENGINE_WITHOUT_VIDEO, engine_without_video, run_suite
 
 e2e = pytest.mark.e2e
 
-# Every image check, recorded as the dropped-image finding that leads each failure.
+# Every image check, recorded as what the model answers about an image the engine dropped: each
+# problem in the check's own words (a record is matched without the discovery lead every failure carries).
 DROPPED_IMAGE_RECORDS = """
 records:
-  - check: "test_image.py::*"
+  - check: "test_image.py::test_chart_values_are_read_and_the_dropping_quarter_is_named[*]"
     engine: vllm
     model: "^reference-model$"
     reason: the engine answers images 200 but drops them (injected for the self-test)
     source: selftest
     date: "2026-12-02"
     failure:
-      message: 'image_url part dropped'
+      message: 'expected the values Q1=120, Q2=90, Q3=150 in this order; the answer has the numbers \\[\\]'
+  - check: "test_image.py::test_chart_values_are_read_and_the_dropping_quarter_is_named[*]"
+    engine: vllm
+    model: "^reference-model$"
+    reason: the engine answers images 200 but drops them (injected for the self-test)
+    source: selftest
+    date: "2026-12-02"
+    failure:
+      message: 'expected Q2 named as the quarter that dropped from the one before'
+  - check: "test_image.py::test_color_of_the_largest_area_is_named[*]"
+    engine: vllm
+    model: "^reference-model$"
+    reason: the engine answers images 200 but drops them (injected for the self-test)
+    source: selftest
+    date: "2026-12-02"
+    failure:
+      message: 'expected the largest area of bordered-\\w+-\\d+\\.png named \\w+ .*; the answer names no colour'
+  - check: "test_image.py::test_pure_color_image_is_named_by_its_color[*]"
+    engine: vllm
+    model: "^reference-model$"
+    reason: the engine answers images 200 but drops them (injected for the self-test)
+    source: selftest
+    date: "2026-12-02"
+    failure:
+      message: 'pure-\\w+-512\\.png is one single colour, \\w+ .*; the answer names no colour'
+  - check: "test_image.py::test_two_images_in_one_request_are_read_in_order[*]"
+    engine: vllm
+    model: "^reference-model$"
+    reason: the engine answers images 200 but drops them (injected for the self-test)
+    source: selftest
+    date: "2026-12-02"
+    failure:
+      message: 'expected the images\\S* main colours in order, red then blue; the answer names no colour'
 """
 
 
@@ -48,15 +81,16 @@ def test_a_required_capability_whose_checks_are_all_known_defects_fails_the_gate
     verdict, rows = _rows(pytester)
     assert verdict["totals"]["known_defect"] >= 10 and verdict["totals"]["failed"] == 0, verdict["failing_checks"]
     assert result.ret != 0 and verdict["gate"] == "fail"
-    assert rows["image"]["result"].startswith("FAIL: required capability 'image' is known broken: all ")
+    assert rows["image"]["result"].startswith("FAIL: required capability 'image' is known broken: no core check ")
     assert not rows["image"]["tested"]
     result.stdout.fnmatch_lines(["*GATE FAILURE: required capability 'image' is known broken*", "*GATE: FAIL*"])
 
 
 @e2e
 def test_a_declared_capability_whose_checks_all_skipped_fails_unless_allowed(pytester: pytest.Pytester) -> None:
-    # The generic engine profile names no video content type: each video check skips, saying so.
-    common = ("-m", "video or text", "-k", "video or arithmetic", "--engine", "generic",
+    # An engine profile naming no video content type: each video check skips, saying so.
+    common = ("-m", "video or text", "-k", "video or arithmetic", "--engine", ENGINE_WITHOUT_VIDEO,
+              "--profiles-dir", engine_without_video(pytester.path / "team"),
               f"--gate-json={pytester.path / 'gate.json'}")
     result, outcomes = run_suite(pytester, *common)
     verdict, rows = _rows(pytester)
@@ -64,7 +98,7 @@ def test_a_declared_capability_whose_checks_all_skipped_fails_unless_allowed(pyt
     assert result.ret != 0 and verdict["gate"] == "fail"
     assert rows["video"]["coverage_failure"].startswith(
         "capability 'video' is declared by the model profile but was not tested: all ")
-    assert "does not say how video" in rows["video"]["coverage_failure"]
+    assert f"engine profile '{ENGINE_WITHOUT_VIDEO}' names no video content type" in rows["video"]["coverage_failure"]
     assert "--allow-untested video" in rows["video"]["coverage_failure"]
 
     result, _ = run_suite(pytester, *common, "--allow-untested", "video")

@@ -34,7 +34,9 @@ from engine_acceptance.wire.token_count import TokenEstimate, calibrate
 
 
 CHECK = "test_throughput.py::test_fixed_length_load_is_served_in_full_and_passes_the_gate"
-NO_COUNT = "no /tokenize and no --tokenizer: the engine's count cannot be checked"
+# The tokenize probe's finding, in the engine's words: absent (404), not broken.
+UNCOUNTED = "no tokenize endpoint (POST /tokenize: HTTP 404: Not Found) and no --tokenizer"
+NO_COUNT = f"{UNCOUNTED}: the engine's count cannot be checked"
 FIELD = "test_recall.py::test_field_extraction_returns_the_asked_key_exactly"
 FIELD_KEYS = {f"{FIELD}[depth{depth}-key{key}]" for depth in (10, 50, 90) for key in (1, 2, 3)}
 CONTROL = "test_recall.py::test_field_extraction_control_without_the_key_answers_not_found"
@@ -69,13 +71,13 @@ def test_throughput_without_tokenize_runs_the_fixed_length_load_and_says_the_len
                                  "--throughput-out", str(out))
     assert result.ret == 0, result.stdout.str()[-3000:]
     assert outcomes == {f"{CHECK}[in128-out32]": "passed"}
-    result.stdout.fnmatch_lines(["*tokenize: not served (POST /tokenize: HTTP 404*"])
+    result.stdout.fnmatch_lines(["tokenize *not served *not served (POST /tokenize: HTTP 404*"])
     result.stdout.fnmatch_lines([
         "*128/32@1: 2 round(s) of 2 requests, 1 warm-up; prompts from text cut to an estimated length "
-        "(no /tokenize and no --tokenizer)*",
+        f"({UNCOUNTED})*",
         "*128/32@4: input tokens approximate: asked 128, engine counted * (usage.prompt_tokens*; text prompts of "
-        "about * characters (* characters per token, calibrated with the engine's usage.prompt_tokens*), as there is "
-        "no /tokenize and no --tokenizer. Exact input accounting was not possible*",
+        "about * characters (* characters per token, calibrated with the engine's usage.prompt_tokens*), because "
+        f"{UNCOUNTED}. Exact input accounting was not possible*",
     ])
     document = json.loads(out.read_text())
     for cell in document["cells"]:
@@ -110,9 +112,9 @@ def test_recall_without_tokenize_checks_the_answers_and_skips_only_the_accountin
     assert outcomes == {**{key: "passed" for key in FIELD_KEYS | {CONTROL}}, FIELD_ACCOUNTING: "skipped"}, \
         result.stdout.str()[-3000:]
     result.stdout.fnmatch_lines([
-        "*recall prompt length: 4,096 tokens (4096 tokens from --recall-tokens); approximate: no /tokenize and no "
-        "--tokenizer, so prompts are built to a calibrated character budget*",
-        "*recall field: no /tokenize and no --tokenizer: lengths are estimated from characters, * characters per "
+        f"*recall prompt length: 4,096 tokens (4096 tokens from --recall-tokens); approximate: {UNCOUNTED}, so "
+        "prompts are built to a calibrated character budget*",
+        f"*recall field: {UNCOUNTED}: lengths are estimated from characters, * characters per "
         "token*, calibrated with the engine's usage.prompt_tokens*",
         "*recall field jade-30-2: prompt tokens approximate: asked 4,096, engine counted * (usage.prompt_tokens, "
         "chat template included)*",

@@ -41,7 +41,11 @@ def test_clean_engine_serves_the_media_load_and_reports_its_figures(pytester: py
                         f"{CHECK}[video-16frames]": "passed", TEXT_LOAD: "passed"}
     result.stdout.fnmatch_lines([
         "*throughput image-512 concurrency 2 round 2/2: 4/4 requests done, 0 failed*req/s, median E2E*",
-        "*throughput image-512*2*4x2*0*0/8*",
+        # The reasoning and the answer apart (chat), the tokens of each, cached tokens and draft acceptance.
+        "*wrong answers*P50 first reasoning ms*P50 first content ms*reasoning tok/req*content tok/req*"
+        "cached prompt tok/req*cached share*spec decode acceptance",
+        "*throughput image-512*2*4x2*0*0/8*0*0.0%*[78]?.?%*",
+        "*Reasoning tokens (image-512@2): usage.completion_tokens_details.reasoning_tokens, as the engine reported*",
         "*note: Every request sends the same media*processor cache*",
     ])
     figures = _figures(pytester)

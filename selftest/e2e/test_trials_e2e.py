@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from suite_runner import failed, run_suite
+from suite_runner import NO_LATENCY, failed, run_suite
 
 from engine_acceptance.reference_engine import start_reference_engine
 
@@ -66,6 +66,35 @@ def test_trials_option_sets_k_for_every_check(pytester: pytest.Pytester) -> None
                                  "-k", "arithmetic or codename")
     assert result.ret == 0 and not failed(outcomes), result.stdout.str()[-3000:]
     assert set(_figures(gate).values()) == {"2/2 passed (rule: all 2; 95% Wilson lower bound 34.2%)"}
+
+
+def test_trials_below_the_default_are_a_shortfall_in_the_rows_the_table_and_gate_json(
+        pytester: pytest.Pytester) -> None:
+    """CI's --trials=1: each cut kind says what it costs; a protocol check (one request) is under none."""
+    gate = pytester.path / "gate.json"
+    result, outcomes = run_suite(pytester, *NO_LATENCY, "-m", "text or image", "--trials=1", f"--gate-json={gate}",
+                                 "-k", "arithmetic or chart_values or usage_is_present")
+    assert result.ret == 0 and set(outcomes.values()) == {"passed"}, result.stdout.str()[-3000:]
+    assert set(_figures(gate).values()) == {"1/1 passed (rule: all 1; 95% Wilson lower bound 20.7%)",
+                                            "1/1 passed (rule: at least 60% of 1; 95% Wilson lower bound 20.7%)"}
+    assert ("  SHORTFALL (trials): answers trials at 1 of 3 samples per check [--trials=1: each answers check "
+            "sends 1 sample(s), not the 3 the default asks: all passing bounds its pass rate at 20.7% (95% Wilson "
+            "lower bound), not 43.9%]; checks: 2 passed at 1 of 3 samples") in result.stdout.lines
+    assert ("  SHORTFALL (trials): image trials at 1 of 3 samples per check [--trials=1: each image check sends 1 "
+            "sample(s), not the 3 the default asks: all passing bounds its pass rate at 20.7% (95% Wilson lower "
+            "bound), not 43.9%]; checks: 2 passed at 1 of 3 samples") in result.stdout.lines
+    result.stdout.fnmatch_lines(["text * passed; answers trials at 1 of 3 samples per check",
+                                 "image * passed; image trials at 1 of 3 samples per check", "GATE: PASS"])
+    verdict = json.loads(gate.read_text(encoding="utf-8"))
+    assert [(s["capability"], s["check"], s["declared"], s["ran"], s["option"], len(s["checks"]))
+            for s in verdict["shortfalls"]] == [("trials", "answers", 3, 1, "--trials=1", 2),
+                                                ("trials", "image", 3, 1, "--trials=1", 2)]
+    # The usage check sends one request whatever --trials says: no shortfall names it.
+    assert not any("usage_is_present" in c["id"] for s in verdict["shortfalls"] for c in s["checks"])
+    # No trials asked below the default: no shortfall.
+    result, _ = run_suite(pytester, *NO_LATENCY, "-m", "text", "--trials=3", f"--gate-json={gate}",
+                          "-k", "arithmetic")
+    assert result.ret == 0 and json.loads(gate.read_text(encoding="utf-8"))["shortfalls"] == []
 
 
 @pytest.mark.slow

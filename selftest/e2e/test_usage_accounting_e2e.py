@@ -32,8 +32,9 @@ COMPLETION = {f"{MODULE}::test_completion_prompt_tokens_match_the_engines_count[
               for mode in ("non-streamed", "streamed")}
 ACCOUNTING = CHAT | COMPLETION
 NO_TOKENIZE = "--reference-serves=no-tokenize"
-NEITHER = ("neither the engine's /tokenize nor a local tokenizer (--tokenizer PATH, the model's tokenizer.json) "
-           "is available to count the prompt's tokens")
+# The tokenize probe's finding in the engine's words (absent: a 404), then what else could count.
+NEITHER = ("no tokenize endpoint (POST /tokenize: HTTP 404: Not Found) and no --tokenizer: nothing can count the "
+           "prompt's tokens (--tokenizer PATH takes the model's tokenizer.json)")
 
 
 def _completion_prompt_tokens() -> int:
@@ -92,8 +93,9 @@ def test_local_tokenizer_counts_the_completion_prompt_exactly_and_skips_the_chat
     assert outcomes == expected, result.stdout.str()[-3000:]
     result.stdout.fnmatch_lines([
         f"SKIPPED [[]2[]] *test_usage_accounting.py:*: only the local tokenizer.json {tokenizer_json} counts here "
-        "(the engine has no /tokenize), and it has no chat template: the tokens the engine's template adds to a "
-        "conversation cannot be known exactly (the /v1/completions check counts a plain prompt exactly)"])
+        "(no tokenize endpoint (POST /tokenize: HTTP 404: Not Found)), and it has no chat template: the tokens the "
+        "engine's template adds to a conversation cannot be known exactly (the /v1/completions check counts a plain "
+        "prompt exactly)"])
     if defect:
         completion = _completion_prompt_tokens()
         result.stdout.fnmatch_lines([

@@ -108,7 +108,7 @@ async def test_open_loop_is_off_without_an_slo_and_judges_its_cells_with_one(eng
                                                   shape=(INPUT_TOKENS, OUTPUT_TOKENS)))
     runs, result = await _through_the_interface(workload, options)
     assert len(runs) == 1
-    assert terminal.table_lines(result.table(), title=False) == slo_table_lines(result.outcomes)
+    assert terminal.table_lines(result.table(), title=False) == slo_table_lines(result.outcomes, result.splits)
     figures = result.figures()
     assert figures["spec"]["e2e_ms"] == 60_000.0
     assert figures["cells"][runs[0].cell.key]["attainment"] == 1.0

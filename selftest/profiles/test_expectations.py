@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from engine_acceptance.profiles.expectations import check_id, load_expectations, matching_records
+from engine_acceptance.profiles.generic_texts import GENERIC_PROBLEMS
 from engine_acceptance.profiles.profile import ProfileError
 from engine_acceptance.resources import suite_path
 
@@ -120,14 +121,18 @@ def test_shipped_records_match_the_node_ids_of_an_installed_wheel() -> None:
 
 
 @pytest.mark.parametrize("check", ["suite/tests/test_text.py::test_x[*]", "/abs/tests/test_text.py::test_x",
-                                   "test_text.py:test_x"], ids=["other-folder", "absolute", "one-colon"])
-def test_a_check_named_by_a_path_is_refused_with_file_and_field(tmp_path: Path, check: str) -> None:
+                                   "test_text.py:test_x", "*", "test_*.py::*", "*::test_x", "test_text.py"],
+                         ids=["other-folder", "absolute", "one-colon", "all-wildcard", "module-wildcard",
+                              "any-module", "module-alone"])
+def test_a_check_that_names_no_module_is_refused_with_file_and_field(tmp_path: Path, check: str) -> None:
+    """A record names its check's module in full (issue 39): `*` or `test_*.py::*` would cover every check."""
     path = write(tmp_path, yaml.safe_dump({"records": [dict(yaml.safe_load(RECORD)["records"][0], check=check)]}))
     with pytest.raises(ProfileError) as excinfo:
         load_expectations([path])
     assert str(excinfo.value) == (f"{path}: field records/0/check: {check!r} is not a check id; write the module "
-                                  "and the test, like test_text.py::test_x[*] (no folder, so the record matches "
-                                  "wherever the suite is installed)")
+                                  "and the test, like test_text.py::test_x[*] (the module in full, without * or a "
+                                  "folder, so the record names one module and matches wherever the suite is "
+                                  "installed)")
 
 
 def test_record_without_reason_is_rejected_with_file_and_field(tmp_path: Path) -> None:
@@ -154,8 +159,8 @@ def test_a_record_without_a_message_pattern_is_refused_naming_file_record_and_ch
     with pytest.raises(ProfileError) as excinfo:
         load_expectations([path])
     message = str(excinfo.value)
-    assert message.startswith(f"{path}: record 0 (test_text.py::test_arithmetic_answer_is_correct[*]): field "
-                              "records/0/failure/message is required and must describe the failure ("), message
+    assert message.startswith(f"{path}: record records.yaml#0 (test_text.py::test_arithmetic_answer_is_correct[*]): "
+                              "field records/0/failure/message is required and must describe the failure ("), message
     assert "a category alone, or a pattern that matches anything, would excuse every failure" in message
 
 
@@ -165,7 +170,7 @@ def test_a_record_without_a_message_pattern_is_refused_naming_file_record_and_ch
 ENGINE_DEFECTS = {
     # llama-cpp-python 0.3.36: no usage in streams, n ignored, bounds unchecked, validation errors as 500,
     # json_schema unknown, images dropped unread without a CLIP model, tool-call deltas repeat the name.
-    **{f"llamacpp-0.3-contract.yaml#{index}": "engine contract" for index in (*range(0, 18), 19, 22)},
+    **{f"llamacpp-0.3-contract.yaml#{index}": "engine contract" for index in (*range(0, 19), 20, 23)},
     # vLLM 0.32: a tool result without its call accepted (and so no error body), a grammar error in a 200 stream.
     **{f"vllm-0.32-contract.yaml#{index}": "engine contract" for index in (0, 1, 2)},
     # SGLang of seed 001: HTTP 500 for undecodable media.
@@ -183,3 +188,89 @@ def test_shipped_records_of_model_behaviour_name_their_model() -> None:
             f"the record names it (like \"^gemma-3-270m$\"); an engine contract defect goes into ENGINE_DEFECTS")
     stale = set(ENGINE_DEFECTS) - {record.origin for record in records}
     assert not stale, f"ENGINE_DEFECTS names records that are not shipped: {sorted(stale)}"
+
+
+# --- a record cannot over-reach (issue 39) ---------------------------------------------------
+
+HOW_TO_WRITE = ("write the check's own words for the one problem the record excuses, as the failure prints them after "
+                "the exception type and any 'found broken by capability discovery (...); ' lead, like 'no usage in "
+                "the reply \\(stream_options.include_usage was set\\)' (docs/profiles-and-records.md)")
+
+
+def _with_message(tmp_path: Path, message: str, **scope: str) -> Path:
+    record = dict(yaml.safe_load(RECORD)["records"][0], **scope)
+    record["failure"] = {"message": message}
+    return write(tmp_path, yaml.safe_dump({"records": [record]}, allow_unicode=True))
+
+
+@pytest.mark.parametrize(("message", "why"), [
+    ("Error", "it matches 'AssertionError: ' in the sample problem a usage problem (test_text.py::"
+              "test_usage_is_present_and_total_is_prompt_plus_completion[non-streamed]), a part records are not "
+              "matched against"),
+    ("Assertion", "it matches 'AssertionError: ' in the sample problem a usage problem"),
+    (".", "it matches 'AssertionError: ' in the sample problem a usage problem"),
+    ("(?s).+", "it matches 'AssertionError: ' in the sample problem a usage problem"),
+    ("found broken by capability discovery", "it matches 'image found broken by capability discovery (pure-red-512"
+                                             ".png: image_url part dropped: prompt_tokens"),
+    ("HTTP 500", "it matches 3 of the sample problems of different checks in engine_acceptance/profiles/"
+                 "generic_texts.py, so it describes no one problem: an HTTP 500 body (test_tools.py::"
+                 "test_tool_results_reach_the_final_answer[non-streamed]: 'non-streamed request to "
+                 "http://127.0.0.1:8000/v1/chat/completions failed: HTTP 500: "),
+    ("expected", "it matches 3 of the sample problems of different checks in engine_acceptance/profiles/"
+                 "generic_texts.py, so it describes no one problem: a wrong answer (test_text.py::"
+                 "test_arithmetic_answer_is_correct[non-streamed]: \"expected 703 in the answer, got '19 × 37 = 693'\") "
+                 "and a discovery lead and a wrong colour"),
+    ("Failed: only \\d+ of", "it starts with the exception type 'Failed:', which is taken off before a record is "
+                              "matched, so it would never match; leave it out"),
+    ("^AssertionError: 128/128@1", "it starts with the exception type 'AssertionError:'"),
+], ids=["error", "assertion", "dot", "dotall", "discovery-lead", "http-500", "generic-word", "failed-prefix",
+        "anchored-type"])
+def test_a_pattern_that_describes_no_one_problem_is_refused_naming_the_record_and_the_sample(
+        tmp_path: Path, message: str, why: str) -> None:
+    path = _with_message(tmp_path, message)
+    with pytest.raises(ProfileError) as excinfo:
+        load_expectations([path])
+    text = str(excinfo.value)
+    assert text.startswith(f"{path}: record records.yaml#0 (test_text.py::test_arithmetic_answer_is_correct[*]): "
+                           f"field records/0/failure/message {message!r} does not describe one problem: {why}"), text
+    assert text.endswith(HOW_TO_WRITE), text
+
+
+@pytest.mark.parametrize("message", [
+    "expected 703 in the answer, got ",                             # matches the wrong-answer sample alone
+    "no usage in the reply \\(stream_options.include_usage was set\\)",
+    "server error on client data: HTTP 500\\b",                      # the 5xx-for-client-data sample alone
+    "request to \\S+ failed: HTTP 500: .*validation errors?:",
+    "function_call.arguments: arguments are not JSON",              # a word and a colon, not an exception type
+])
+def test_a_pattern_of_one_problem_loads(tmp_path: Path, message: str) -> None:
+    assert load_expectations([_with_message(tmp_path, message)])[0].failure.message == message
+
+
+@pytest.mark.parametrize("model", [".*", ".", "", "\\w", "(?i)[a-z]", "^"],
+                         ids=["dot-star", "dot", "empty", "word-character", "letter", "anchor"])
+def test_a_record_for_any_engine_and_any_model_is_refused(tmp_path: Path, model: str) -> None:
+    path = _with_message(tmp_path, "expected 703 in the answer, got ", engine="*", model=model)
+    path.write_text(path.read_text(encoding="utf-8").replace("versions: '>=0.32,<0.33'\n", ""), encoding="utf-8")
+    with pytest.raises(ProfileError) as excinfo:
+        load_expectations([path])
+    assert str(excinfo.value) == (
+        f"{path}: record records.yaml#0 (test_text.py::test_arithmetic_answer_is_correct[*]): field model {model!r} "
+        "with engine '*' matches any model on any engine: a record for every engine names the model whose defect it "
+        "records (like \"(?i)minimax-m3\"), and one for every model names its engine (like engine: vllm)")
+
+
+@pytest.mark.parametrize(("engine", "model"), [("*", "(?i)minimax-m3"), ("*", "^gemma-3-270m$"), ("vllm", ".*")],
+                         ids=["any-engine-one-model", "any-engine-exact-model", "one-engine-any-model"])
+def test_a_record_scoped_by_its_engine_or_its_model_loads(tmp_path: Path, engine: str, model: str) -> None:
+    [record] = load_expectations([_with_message(tmp_path, "expected 703 in the answer, got ", engine=engine,
+                                                model=model)])
+    assert (record.engine, record.model) == (engine, model)
+
+
+def test_no_shipped_record_matches_more_than_one_generic_sample_problem() -> None:
+    """The loader refuses two; a shipped record of a sample's own kind may match that one."""
+    for record in load_expectations():
+        pattern = re.compile(record.failure.message)
+        hits = [sample.kind for sample in GENERIC_PROBLEMS if pattern.search(sample.words)]
+        assert len(hits) <= 1, (record.origin, hits)

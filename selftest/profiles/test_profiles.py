@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from engine_acceptance.capabilities.registry import CAPABILITIES
 from engine_acceptance.profiles.profile import (
     ProfileError,
     available_profiles,
@@ -119,6 +120,49 @@ def test_a_bad_refusal_names_the_file_and_the_field(tmp_path: Path, refusals: st
     message = str(excinfo.value)
     assert message.startswith(f"{path}: field {field}"), message
     assert problem in message, message
+
+
+# --- a refusal cannot over-reach (issue 39) ----------------------------------------------------------
+
+@pytest.mark.parametrize(("capability", "status", "message", "matched"), [
+    ("tools", 400, ".", "'Internal Server Error'"),
+    ("tools", 400, ".*", "an empty message"),
+    ("image", 400, "Error", "'Internal Server Error'"),
+    ("tools", 400, "(?i)internal server error", "'Internal Server Error'"),
+    ("tools", 400, "extracting tool call", '"Error in extracting tool call from response: JSONDecodeError'),
+    ("image", 400, "cannot identify image", "'Failed to load image: cannot identify image file"),
+], ids=["any-text", "matches-empty", "error", "500-page", "crashing-tool-parser", "crashing-decoder"])
+def test_a_refusal_that_matches_a_generic_error_text_is_refused(tmp_path: Path, capability: str, status: int,
+                                                                message: str, matched: str) -> None:
+    """Such a pattern would turn a crashing parser or a 500 page back into "not served"."""
+    path = _engine_with_refusals(tmp_path, f"  {capability}:\n    - status: {status}\n      message: '{message}'\n")
+    with pytest.raises(ProfileError) as excinfo:
+        load_engine_profile(str(path))
+    text = str(excinfo.value)
+    assert text.startswith(f"{path}: field refusals/{capability}/0/message: {message!r} matches {matched}"), text
+    assert f"so it would read a fault as {capability} not offered; write the engine's own words" in text, text
+
+
+@pytest.mark.parametrize(("capability", "status"), [("tools", 404), ("image", 405), ("structured_outputs", 404)])
+def test_a_404_or_405_is_a_refusal_only_of_a_capability_with_a_route_of_its_own(tmp_path: Path, capability: str,
+                                                                                 status: int) -> None:
+    path = _engine_with_refusals(tmp_path, f"  {capability}:\n    - status: {status}\n      message: '^Not Found$'\n")
+    with pytest.raises(ProfileError) as excinfo:
+        load_engine_profile(str(path))
+    assert str(excinfo.value) == (
+        f"{path}: field refusals/{capability}/0/status: {status} for {capability}, which has no route of its own: "
+        f"{capability} rides on /v1/chat/completions, where {status} means a wrong path or a proxy in front of the "
+        f"engine, not {capability} declined; only a capability served on a route of its own (the registry's "
+        f"own_route: responses, tokenize) may list 404 or 405")
+    # The routes' own 404 and 405 stay refusals.
+    path = _engine_with_refusals(tmp_path, "  responses:\n    - status: 404\n      message: '^Not Found$'\n"
+                                           "  tokenize:\n    - status: 405\n      message: '^Method Not Allowed$'\n")
+    rules = load_engine_profile(str(path)).refusal_rules
+    assert rules.recognizes("responses", 404, "Not Found") and rules.recognizes("tokenize", 405, "Method Not Allowed")
+
+
+def test_the_registry_names_the_capabilities_served_on_a_route_of_their_own() -> None:
+    assert {entry.name for entry in CAPABILITIES if entry.own_route} == {"responses", "tokenize"}
 
 
 def test_a_model_profile_states_what_it_leaves_off_and_may_not_also_expect_it(tmp_path: Path) -> None:

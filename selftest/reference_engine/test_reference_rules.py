@@ -13,7 +13,8 @@ from engine_acceptance.reference_engine.code_answers import code_rule, hostile_f
 from engine_acceptance.reference_engine.conventions import get_convention
 from engine_acceptance.reference_engine.defects import DefectHooks
 from engine_acceptance.reference_engine.generation import ToolCallOut
-from engine_acceptance.reference_engine.protocol import RequestError
+from engine_acceptance.reference_engine.config import ReferenceEngineConfig
+from engine_acceptance.reference_engine.protocol import ChatRequest, RequestError, parse_chat_request
 from engine_acceptance.reference_engine.conversation import Conversation, ThinkingMode
 from engine_acceptance.reference_engine.responder import decide_thinking, respond
 from engine_acceptance.reference_engine.tools import (
@@ -70,6 +71,42 @@ def test_ignore_thinking_off_keeps_thinking_on() -> None:
     off = ThinkingMode(enabled=False)
     assert DefectHooks(frozenset({"ignore-thinking-off"})).thinking(off).enabled
     assert not DefectHooks().thinking(off).enabled
+
+
+def _chat(**chat_template_kwargs: object) -> ChatRequest:
+    config = ReferenceEngineConfig()
+    body = {"model": config.model, "messages": user("hi"), "chat_template_kwargs": chat_template_kwargs}
+    return parse_chat_request(body, config=config, convention=get_convention("vllm"))
+
+
+@pytest.mark.parametrize("kwargs", [{"enable_thinking": True}, {"enable_thinking": False}, {"thinking": False},
+                                    {"thinking_mode": "disabled"}, {"thinking_mode": "adaptive"}],
+                         ids=["qwen-on", "qwen-off", "deepseek-off", "minimax-off", "minimax-adaptive"])
+def test_a_template_that_crashes_on_the_switch_answers_every_switch_400_in_vllms_words(kwargs: dict) -> None:
+    hooks = DefectHooks(frozenset({"thinking-switch-template-400"}))
+    with pytest.raises(RequestError) as refused:
+        hooks.chat_request(_chat(**kwargs))
+    assert (refused.value.status, refused.value.err_type, refused.value.message) == (
+        400, "BadRequestError", "'thinking_budget' is undefined")
+    # No switch, or another chat_template_kwargs key: answered.
+    assert hooks.chat_request(_chat()).chat_template_kwargs == {}
+    assert hooks.chat_request(_chat(reasoning_effort="low")).chat_template_kwargs == {"reasoning_effort": "low"}
+
+
+@pytest.mark.parametrize(("kwargs", "fails"), [
+    ({"enable_thinking": True}, True), ({"thinking": True}, True), ({"thinking_mode": "enabled"}, True),
+    ({"thinking_mode": "adaptive"}, True), ({"enable_thinking": False}, False), ({"thinking_mode": "disabled"}, False),
+    ({}, False)], ids=["qwen-on", "deepseek-on", "minimax-on", "minimax-adaptive", "qwen-off", "minimax-off", "none"])
+def test_thinking_on_is_answered_500_and_the_model_does_not_reason_by_default(kwargs: dict, fails: bool) -> None:
+    hooks = DefectHooks(frozenset({"thinking-on-500"}))
+    if fails:
+        with pytest.raises(RequestError) as failed:
+            hooks.chat_request(_chat(**kwargs))
+        assert (failed.value.status, failed.value.err_type, failed.value.message) == (
+            500, "InternalServerError", "Internal server error")
+        return
+    hooks.chat_request(_chat(**kwargs))
+    assert not hooks.thinking(decide_thinking(kwargs, None, get_convention("vllm"))).enabled
 
 
 # --- the warehouse question ----------------------------------------------------------------

@@ -15,6 +15,7 @@ from engine_acceptance.provenance import (
     UNKNOWN,
     baseline_entry,
     comparison,
+    is_across_versions,
     provenance_of,
 )
 from engine_acceptance.pytest_plugin import gate_json, gate_table
@@ -22,7 +23,7 @@ from engine_acceptance.pytest_plugin.verdict import GateCollector
 from engine_acceptance.tool_accuracy.baseline import BaselineError, load_baseline, set_digest, write_baseline
 from engine_acceptance.tool_accuracy.dataset import CASES_FILE, ToolCase, ToolSetError, load_cases
 from engine_acceptance.tool_accuracy.policy import BASELINES_DIR, ToolAccuracyPolicy
-from engine_acceptance.tool_accuracy.report import error_kinds, summary_lines
+from engine_acceptance.tool_accuracy.report import comparison_text, error_kinds, summary_lines
 from engine_acceptance.tool_accuracy.runner import CallOutcome, CaseOutcome, RunSettings
 from engine_acceptance.tool_accuracy.scoring import Confusion, confusion, score
 from engine_acceptance.wire.readiness import EngineInfo
@@ -164,7 +165,13 @@ def test_a_baseline_keeps_its_provenance_and_says_whose_it_is(tmp_path: Path) ->
     # The same engine identity: a regression against itself, and the report says it is not accuracy.
     assert comparison(loaded.provenance, engine) == AGAINST_ITSELF
     assert comparison(loaded.provenance, _engine(url="http://elsewhere:1")) == AGAINST_ITSELF
-    assert comparison(loaded.provenance, _engine(version="0.33.0")) == AGAINST_ANOTHER
+    # The same engine kind and model at another version: a regression across versions, naming both.
+    across = comparison(loaded.provenance, _engine(version="0.33.0"))
+    assert across == "the same engine and model at another version (0.32.0 → 0.33.0): a regression across versions"
+    assert is_across_versions(across) and not is_across_versions(AGAINST_ANOTHER)
+    assert comparison_text(across) == (f"{across}: this shows what the upgrade changed in its triggers, not that "
+                                       "they are accurate")
+    assert comparison(loaded.provenance, _engine(version=None)) == AGAINST_ITSELF  # unknown: the weaker claim
     assert comparison(loaded.provenance, _engine(kind="sglang")) == AGAINST_ANOTHER
     assert comparison(loaded.provenance, _engine(model="qwen3-8b")) == AGAINST_ANOTHER
     lines = summary_lines(result, confusion(result.triggers, loaded.triggers), loaded.label, AGAINST_ITSELF)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from engine_acceptance.wire.prefix_cache import CacheCounters, cache_report, warm_ttft_problem
 from engine_acceptance.wire.prometheus import Gauge
-from engine_acceptance.wire.reassembly import reply_from_body
+from engine_acceptance.wire.reassembly import REASONING_TOKENS_PATHS, reply_from_body
 
 PATH = "prompt_tokens_details.cached_tokens"
 
@@ -25,7 +25,7 @@ def test_usage_details_are_read_by_dotted_path_and_only_as_integers() -> None:
     reply = _reply({"prompt_tokens": 10, "completion_tokens": 1, "total_tokens": 11,
                     "prompt_tokens_details": {"cached_tokens": 8}, "completion_tokens_details": {"reasoning_tokens": 0}})
     assert reply.usage.detail(PATH) == 8
-    assert reply.usage.reasoning_tokens == 0
+    assert reply.usage.first_detail(REASONING_TOKENS_PATHS) == (0, "completion_tokens_details.reasoning_tokens")
     assert reply.usage.detail("prompt_tokens_details.missing") is None
     assert _reply({"prompt_tokens": 1, "prompt_tokens_details": None}).usage.detail(PATH) is None
     assert _reply({"prompt_tokens": 1, "prompt_tokens_details": {"cached_tokens": True}}).usage.detail(PATH) is None

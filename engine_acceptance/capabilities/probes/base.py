@@ -46,6 +46,7 @@ __all__ = [
     "cap",
     "chat_body",
     "classify_exchange",
+    "engine_words",
     "readable_reply",
     "refusal_or_fault",
 ]
@@ -126,6 +127,24 @@ def body_text(exchange: Exchange) -> str:
     return exchange.raw.decode("utf-8", "replace") or "(empty body)"
 
 
+def engine_words(exchange: Exchange, where: str = "") -> tuple[str, bool] | None:
+    """None for a 2xx that arrived whole; else what the engine answered, led by `where`, and whether it may be
+    a refusal.
+
+    The words are uncapped: the status and the engine's message (``HTTP 400: ...``), or how
+    the answer was lost (a timeout, a reset, no answer). Only a 4xx that refuses the request
+    rather than the client (:data:`NOT_A_REFUSAL`) may be a refusal of a capability.
+    """
+    if exchange.error_kind is not None:
+        return f"{where}{exchange.error_kind}: {exchange.error}", False
+    status = exchange.status
+    if status is None:
+        return f"{where}no answer", False
+    if 200 <= status < 300:
+        return None
+    return f"{where}HTTP {status}: {body_text(exchange)}", 400 <= status < 500 and status not in NOT_A_REFUSAL
+
+
 def refusal_or_fault(exchange: Exchange, capability: str, rules: RefusalRules,
                      where: str = "") -> tuple[str, str] | None:
     """not_served or broken when `exchange` is not a 2xx that arrived whole; None when it is.
@@ -135,22 +154,18 @@ def refusal_or_fault(exchange: Exchange, capability: str, rules: RefusalRules,
     words and names the way to state the capability off on purpose. `where` leads the
     evidence (``POST /tokenize: ``).
     """
-    if exchange.error_kind is not None:
-        return "broken", cap(f"{where}{exchange.error_kind}: {exchange.error}")
-    status = exchange.status
-    if status is None:
-        return "broken", f"{where}no answer"
-    if 200 <= status < 300:
+    answer = engine_words(exchange, where)
+    if answer is None:
         return None
-    text = body_text(exchange)
-    said = f"{where}HTTP {status}: {text}"
-    if 400 <= status < 500 and status not in NOT_A_REFUSAL:
-        if rules.recognizes(capability, status, text):
-            return "not_served", cap(said)
-        note = unrecognized_note(rules, capability)
-        # The engine's words first (capped), then the note whole: it names the command.
-        return "broken", f"{cap(said, EVIDENCE_CHARS - 40)}: {note}" if note else cap(said)
-    return "broken", cap(said)
+    said, may_refuse = answer
+    if not may_refuse:
+        return "broken", cap(said)
+    assert exchange.status is not None  # a 4xx
+    if rules.recognizes(capability, exchange.status, body_text(exchange)):
+        return "not_served", cap(said)
+    note = unrecognized_note(rules, capability)
+    # The engine's words first (capped), then the note whole: it names the command.
+    return "broken", f"{cap(said, EVIDENCE_CHARS - 40)}: {note}" if note else cap(said)
 
 
 def readable_reply(exchange: Exchange, capability: str, rules: RefusalRules) -> Reply | tuple[str, str]:

@@ -3,7 +3,9 @@
 The known thinking switches are data (:data:`THINKING_SWITCHES`); the one under which
 reasoning disappears when off and is present when on becomes the thinking modes the
 checks send. The plain reasoning question goes first; the switches, each off and on,
-right after it, all at once.
+right after it, all at once. Each switch form is judged like any capability's request: a
+4xx the engine profile lists is that switch refused, anything else that is not a usable
+reply is a fault (:func:`judge_reasoning`).
 """
 
 from __future__ import annotations
@@ -14,15 +16,19 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from engine_acceptance.capabilities.probes.base import Probe, ProbeContext, cap, chat_body, classify_exchange
-from engine_acceptance.profiles.refusals import ANY_CLIENT_ERROR, RefusalRules
+from engine_acceptance.capabilities.probes.base import (EVIDENCE_CHARS, Probe, ProbeContext, body_text, cap,
+                                                        chat_body, classify_exchange, engine_words)
+from engine_acceptance.capabilities.registry import stated_intent
+from engine_acceptance.profiles.refusals import RefusalRules, unrecognized_note
 from engine_acceptance.profiles.request_options import deep_merge
 from engine_acceptance.profiles.tool_schemas import load_tool
 from engine_acceptance.wire.types import Exchange
 
-__all__ = ["REASONING_MARKERS", "THINKING_SWITCHES", "SwitchTrial", "ThinkingSwitch", "judge_reasoning",
-           "probe_reasoning", "probe_tools"]
+__all__ = ["REASONING_MARKERS", "THINKING_SWITCHES", "SwitchAnswer", "SwitchTrial", "ThinkingSwitch", "answer_of",
+           "judge_reasoning", "probe_reasoning", "probe_tools", "switch_rules"]
 
+# The capability a switch's answers are judged for.
+THINKING = "thinking_modes"
 # Markers of reasoning left in content by a server without a reasoning parser.
 REASONING_MARKERS = ("<think>", "</think>")
 
@@ -98,29 +104,81 @@ class SwitchTrial:
     off: Exchange
     on: Exchange
 
-    # A switch the engine answers with a 4xx is a switch this deployment does not take (another
-    # may work): that is no fault of the capability, whatever the engine profile lists.
-    @property
-    def off_outcome(self) -> tuple[str, str]:
-        return classify_exchange(self.off, "thinking_modes", ANY_CLIENT_ERROR)
+
+@dataclass(frozen=True)
+class SwitchAnswer:
+    """How the engine answered one form of a switch: a reply, a refusal its profile lists, or a fault."""
+
+    state: str  # served, not_served (a refusal the engine profile lists) or broken
+    form: str  # the request fields: chat_template_kwargs.enable_thinking=true
+    said: str  # what the engine answered, capped: "HTTP 500: Internal server error", "HTTP 200: content '42'"
+    # A 4xx that refuses the request, not the client: an engine profile could list it as a refusal.
+    may_refuse: bool = False
+    reasoning: str | None = None  # for a reply: "field", "markers" or None (see _reasoning_seen)
+    reasoning_fields: tuple[str, ...] = ()
 
     @property
-    def on_outcome(self) -> tuple[str, str]:
-        return classify_exchange(self.on, "thinking_modes", ANY_CLIENT_ERROR)
+    def words(self) -> str:
+        return f"{self.form}: {self.said}"
+
+    def fault_evidence(self, rules: RefusalRules, capability: str, others: int = 0) -> str:
+        """The engine's words for a broken form (and how many `others` failed), then the way to state
+        `capability` off on purpose."""
+        words = self.words + (f" ({others} more switch{'es' if others != 1 else ''} failed too)" if others else "")
+        if self.may_refuse:
+            return f"{words}: {unrecognized_note(rules, capability)}"
+        return f"{words}; {stated_intent(capability)}"
+
+
+def switch_rules(rules: RefusalRules) -> RefusalRules:
+    """The refusals of a thinking switch: what the engine profile lists under thinking_modes or reasoning.
+
+    A deployment that does not offer reasoning may refuse every switch; one that offers it
+    may refuse a switch its model's template does not take. Either is the engine's refusal
+    of the switch, recognized only as the profile lists it (status and message).
+    """
+    return RefusalRules(rules.profile, {THINKING: (*rules.by_capability.get(THINKING, ()),
+                                                   *rules.by_capability.get("reasoning", ()))})
+
+
+def answer_of(exchange: Exchange, fields: Mapping[str, Any], rules: RefusalRules) -> SwitchAnswer:
+    """How one switch form was answered, judged by `rules` (:func:`switch_rules`)."""
+    form = _fields_text(fields)
+    failed = engine_words(exchange)
+    if failed is None:
+        # A 2xx: a usable reply, or broken (nothing in it, or not readable).
+        state, evidence = classify_exchange(exchange, THINKING, rules)
+        reply = exchange.reply
+        return SwitchAnswer(state, form, evidence, reasoning=_reasoning_seen(exchange) if state == "served" else None,
+                            reasoning_fields=tuple(reply.reasoning_fields) if reply is not None else ())
+    said, may_refuse = failed
+    recognized = may_refuse and exchange.status is not None and rules.recognizes(THINKING, exchange.status,
+                                                                                  body_text(exchange))
+    return SwitchAnswer("not_served" if recognized else "broken", form, cap(said, EVIDENCE_CHARS - 40), may_refuse)
+
+
+@dataclass(frozen=True)
+class _Judged:
+    """One switch's two forms, each answer judged."""
+
+    switch: ThinkingSwitch
+    off: SwitchAnswer
+    on: SwitchAnswer
 
     @property
     def works(self) -> bool:
         """Reasoning is gone when off and there when on, in two usable replies."""
-        return (self.off_outcome[0] == "served" and _reasoning_seen(self.off) is None
-                and self.on_outcome[0] == "served" and _reasoning_seen(self.on) is not None)
+        return (self.off.state == "served" and self.off.reasoning is None
+                and self.on.state == "served" and self.on.reasoning is not None)
 
-    def fault(self) -> str | None:
-        """Evidence when either form broke the engine (not a refusal, not a reply)."""
-        for form, (state, evidence) in (("off", self.off_outcome), ("on", self.on_outcome)):
-            if state == "broken":
-                fields = self.switch.disabled if form == "off" else self.switch.enabled
-                return f"{_fields_text(fields)}: {evidence}"
-        return None
+    @property
+    def fault(self) -> SwitchAnswer | None:
+        """The first form that broke the engine (not a refusal the profile lists, not a usable reply)."""
+        return next((answer for answer in (self.off, self.on) if answer.state == "broken"), None)
+
+    @property
+    def refusal(self) -> SwitchAnswer | None:
+        return next((answer for answer in (self.off, self.on) if answer.state == "not_served"), None)
 
 
 async def probe_reasoning(context: ProbeContext) -> tuple[Probe, Probe]:
@@ -131,20 +189,28 @@ async def probe_reasoning(context: ProbeContext) -> tuple[Probe, Probe]:
     if classify_exchange(plain, "reasoning", _PLAIN)[0] != "served":
         # Nothing to learn from the switches of an engine that fails the plainest request,
         # and no reason to send six more requests into a fault.
-        return judge_reasoning(plain, [])
+        return judge_reasoning(plain, [], context.rules)
     forms = [deep_merge(base, fields) for switch in THINKING_SWITCHES for fields in (switch.disabled, switch.enabled)]
     replies = await asyncio.gather(*(chat.chat(body, stream=False) for body in forms))
     trials = [SwitchTrial(switch, replies[2 * i], replies[2 * i + 1]) for i, switch in enumerate(THINKING_SWITCHES)]
-    return judge_reasoning(plain, trials)
+    return judge_reasoning(plain, trials, context.rules)
 
 
-def judge_reasoning(plain: Exchange, trials: Sequence[SwitchTrial]) -> tuple[Probe, Probe]:
+def judge_reasoning(plain: Exchange, trials: Sequence[SwitchTrial], rules: RefusalRules) -> tuple[Probe, Probe]:
     """The reasoning and thinking_modes probes from the plain reply and each switch's two replies.
 
     Reasoning is served when the plain reply reasons (in a reasoning field), or when a
     switch's "on" form makes it reason; markers in content instead are broken (reasoning
     not separated). The first switch under which reasoning is gone when off and present
     when on gives the thinking modes.
+
+    A switch form is judged like any capability's request (`rules`: the engine profile's
+    refusals, :func:`switch_rules`): a 4xx the profile lists under ``thinking_modes`` or
+    ``reasoning`` is that switch refused, and another switch may work; any other 4xx, a
+    5xx, a lost answer or an unusable reply is a fault, and thinking_modes is broken
+    whatever the model does by default. Reasoning too is broken when the model does not
+    reason by default and the form that would turn it on faulted: whether it reasons
+    cannot be told.
     """
     state, evidence = classify_exchange(plain, "reasoning", _PLAIN)
     if state != "served":
@@ -152,46 +218,65 @@ def judge_reasoning(plain: Exchange, trials: Sequence[SwitchTrial]) -> tuple[Pro
         # whatever is wrong must fail the checks, not skip them.
         why = cap(f"a plain chat request failed: {evidence}")
         return Probe("reasoning", "broken", why), Probe("thinking_modes", "broken", why)
-    default = _reasoning_seen(plain)
-    turned_on = next((t for t in trials if t.on_outcome[0] == "served" and _reasoning_seen(t.on)), None)
-    working = [t for t in trials if t.works]
+    by_switch = switch_rules(rules)
+    judged = [_Judged(t.switch, answer_of(t.off, t.switch.disabled, by_switch),
+                      answer_of(t.on, t.switch.enabled, by_switch)) for t in trials]
+    reasoning = _judge_default(plain, judged, rules)
+    return reasoning, _judge_switches(judged, reasoning, rules)
 
+
+def _judge_default(plain: Exchange, judged: Sequence[_Judged], rules: RefusalRules) -> Probe:
+    """The reasoning probe: by default, else as the first switch turns it on."""
+    default = _reasoning_seen(plain)
     fields = plain.reply.reasoning_fields if plain.reply is not None else []
     if default == "field":
-        reasoning = Probe("reasoning", "served", cap(f"reasoning by default, in {', '.join(fields)}"),
-                          {"default_on": True, "fields": list(fields)})
-    elif default == "markers":
-        reasoning = Probe("reasoning", "broken", cap(
+        return Probe("reasoning", "served", cap(f"reasoning by default, in {', '.join(fields)}"),
+                     {"default_on": True, "fields": list(fields)})
+    if default == "markers":
+        return Probe("reasoning", "broken", cap(
             f"no reasoning field, but content holds reasoning markers ({', '.join(REASONING_MARKERS)}): "
             f"reasoning is not separated (no reasoning parser?): {plain.reply.content.strip()!r}"),
             {"default_on": True, "fields": []})
-    elif turned_on is not None:
-        on_fields = turned_on.on.reply.reasoning_fields if turned_on.on.reply is not None else []
-        seen = _reasoning_seen(turned_on.on)
-        reasoning = Probe(
-            "reasoning", "served" if seen == "field" else "broken",
-            cap(f"no reasoning by default; {_fields_text(turned_on.switch.enabled)} turns it on"
-                + (f", in {', '.join(on_fields)}" if seen == "field" else ", as markers in content (no parser?)")),
-            {"default_on": False, "fields": list(on_fields)})
-    else:
-        reasoning = Probe("reasoning", "not_served", "no reasoning in the reply")
+    turned_on = next((j.on for j in judged if j.on.state == "served" and j.on.reasoning), None)
+    if turned_on is not None:
+        in_field = turned_on.reasoning == "field"
+        return Probe("reasoning", "served" if in_field else "broken",
+                     cap(f"no reasoning by default; {turned_on.form} turns it on"
+                         + (f", in {', '.join(turned_on.reasoning_fields)}" if in_field
+                            else ", as markers in content (no parser?)")),
+                     {"default_on": False, "fields": list(turned_on.reasoning_fields)})
+    failed_on = next((j.on for j in judged if j.on.state == "broken"), None)
+    if failed_on is not None:
+        return Probe("reasoning", "broken", "no reasoning by default, and the switch that would turn it on failed: "
+                     + failed_on.fault_evidence(rules, "reasoning"), {"default_on": False, "fields": []})
+    return Probe("reasoning", "not_served", "no reasoning in the reply")
 
+
+def _judge_switches(judged: Sequence[_Judged], reasoning: Probe, rules: RefusalRules) -> Probe:
+    """The thinking_modes probe: broken on any fault, else the first switch that works, else not served."""
+    faults = [fault for j in judged if (fault := j.fault) is not None]
+    if faults:
+        return Probe("thinking_modes", "broken", faults[0].fault_evidence(rules, THINKING, others=len(faults) - 1))
+    working = [j for j in judged if j.works]
     if working:
-        chosen = working[0]
-        others = [t.switch.name for t in working[1:]]
-        thinking = Probe(
+        chosen = working[0].switch
+        others = [j.switch.name for j in working[1:]]
+        return Probe(
             "thinking_modes", "served",
-            cap(f"{_fields_text(chosen.switch.disabled)} turns reasoning off, "
-                f"{_fields_text(chosen.switch.enabled)} on" + (f" (also: {', '.join(others)})" if others else "")),
-            {"switch": chosen.switch.name,
-             "modes": {"enabled": dict(chosen.switch.enabled), "disabled": dict(chosen.switch.disabled)}})
-    elif reasoning.state == "not_served":
-        thinking = Probe("thinking_modes", "not_served", "no reasoning in the reply, with or without a known switch")
-    elif (fault := next((f for t in trials if (f := t.fault())), None)) is not None:
-        thinking = Probe("thinking_modes", "broken", cap(fault))
-    else:
-        direction = "off" if default else "both off and on"
-        tried = ", ".join(t.switch.name for t in trials)
-        thinking = Probe("thinking_modes", "not_served", cap(f"no known switch turned reasoning {direction} "
-                                                             f"(tried {tried})"))
-    return reasoning, thinking
+            cap(f"{_fields_text(chosen.disabled)} turns reasoning off, "
+                f"{_fields_text(chosen.enabled)} on" + (f" (also: {', '.join(others)})" if others else "")),
+            {"switch": chosen.name, "modes": {"enabled": dict(chosen.enabled), "disabled": dict(chosen.disabled)}})
+    refused = any(j.refusal is not None for j in judged)
+    if reasoning.state == "not_served":
+        return Probe("thinking_modes", "not_served", cap("no reasoning in the reply, with or without a known switch"
+                                                         + (f" (tried {_tried(judged)})" if refused else ""),
+                                                         2 * EVIDENCE_CHARS))
+    direction = "off" if reasoning.settings.get("default_on") else "both off and on"
+    tried = _tried(judged) if refused else ", ".join(j.switch.name for j in judged)
+    return Probe("thinking_modes", "not_served",
+                 cap(f"no known switch turned reasoning {direction} (tried {tried})", 2 * EVIDENCE_CHARS))
+
+
+def _tried(judged: Sequence[_Judged]) -> str:
+    """What each known switch got: a refusal in the engine's words, else that it was answered."""
+    return "; ".join(j.refusal.words if j.refusal is not None else f"{j.switch.name}: answered" for j in judged)

@@ -117,10 +117,9 @@ async def probe_image(context: ProbeContext) -> Probe:
 async def probe_video(context: ProbeContext) -> Probe:
     """Not probed when the engine profile does not say how a video is sent (no content type to send it as)."""
     profile = context.engine_profile
-    video_type = profile.features.get("video_content_type")
+    video_type = profile.video_content_type
     if not video_type:
-        return Probe("video", "not_probed", cap(f"engine profile {profile.name!r} does not say how a video is sent "
-                                                "(features.video_content_type is not set)"))
+        return Probe("video", "not_probed", cap(profile.no_video_reason()))
     containers = profile.features.get("video_containers") or DEFAULT_VIDEO_CONTAINERS
     return await _probe_media(context, "video", video_type, _smallest_media(context.media_dir, "video", containers),
                               _VIDEO_PROMPT)

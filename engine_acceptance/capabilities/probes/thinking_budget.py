@@ -10,8 +10,9 @@ with a budget of :data:`DEFAULT_THINKING_BUDGET` tokens and room for an answer a
   looks the same as one that takes none: the evidence names ``--not-served thinking_budget``);
 * no reasoning at all: **not served** (a model that does not reason has nothing to budget).
 
-The reasoning's tokens are the reply's ``usage.completion_tokens_details.reasoning_tokens`` where the
-engine reports them, else the engine's tokenize endpoint counts the reasoning text.
+The reasoning's tokens are what the reply's usage reports (``completion_tokens_details.reasoning_tokens``,
+SGLang's top-level ``reasoning_tokens``: ``REASONING_TOKENS_PATHS``) where the engine reports them, else
+the engine's tokenize endpoint counts the reasoning text.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from engine_acceptance.capabilities.probes.base import Probe, ProbeContext, cap,
 from engine_acceptance.capabilities.registry import stated_intent
 from engine_acceptance.profiles.request_options import with_thinking_budget
 from engine_acceptance.wire.client import RawStreamingClient
-from engine_acceptance.wire.reassembly import Reply
+from engine_acceptance.wire.reassembly import REASONING_TOKENS_PATHS, Reply
 
 __all__ = ["ANSWER_ROOM", "BUDGET_SLACK", "DEFAULT_THINKING_BUDGET", "budget_problem", "count_reasoning_tokens",
            "probe_thinking_budget"]
@@ -38,11 +39,11 @@ _QUESTION = "What is 17 + 25? Answer with the number only."
 async def count_reasoning_tokens(reply: Reply, raw: RawStreamingClient, model: str,
                                  endpoint: str | None) -> tuple[int | None, str]:
     """The reply's reasoning tokens and how they were counted; None (and why) when nothing can count them."""
-    reported = reply.usage.reasoning_tokens if reply.usage is not None else None
+    reported = reply.usage.first_detail(REASONING_TOKENS_PATHS) if reply.usage is not None else None
     if reported is not None:
-        return reported, "usage.completion_tokens_details.reasoning_tokens"
+        return reported[0], f"usage.{reported[1]}"
     if endpoint is None:
-        return None, "no usage.completion_tokens_details.reasoning_tokens and no tokenize endpoint to count with"
+        return None, "usage reports no reasoning tokens and there is no tokenize endpoint to count with"
     exchange = await raw.post(endpoint, {"model": model, "prompt": reply.reasoning, "add_special_tokens": False},
                               stream=False)
     body = exchange.body if isinstance(exchange.body, dict) else {}

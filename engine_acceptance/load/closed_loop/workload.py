@@ -18,7 +18,7 @@ from typing import Any
 from engine_acceptance.load.closed_loop.settings import ThroughputSettings
 from engine_acceptance.load.generator import Cell, CellResult, measure_cell
 from engine_acceptance.load.prompts import TextPrompts
-from engine_acceptance.load.report import table_header, table_rows
+from engine_acceptance.load.report import throughput_table
 from engine_acceptance.load.workload import LoadContext
 from engine_acceptance.reporting.table import Table
 
@@ -33,7 +33,7 @@ class ClosedLoopResult:
                 for r in self.cells}
 
     def table(self) -> Table:
-        return Table.of("Throughput, fixed length", table_header(), table_rows(self.cells))
+        return throughput_table("Throughput, fixed length", self.cells)
 
 
 class ClosedLoopWorkload:
@@ -64,7 +64,8 @@ class ClosedLoopWorkload:
                 say(f"{cell.key}: input tokens approximate: {prompts.describe(cell.input_tokens)}")
             result = await measure_cell(
                 self.context.target, cell, prompts, rounds=settings.rounds, ignore_eos=self.context.ignore_eos,
-                first_index=self.next_index, progress=self.context.progress, processes=self.context.processes)
+                first_index=self.next_index, progress=self.context.progress, processes=self.context.processes,
+                counters=self.context.counters)
             results.append(result)
             if self.context.after_cell is not None:
                 await self.context.after_cell(result)

@@ -32,7 +32,9 @@ from engine_acceptance.wire.types import EngineTarget
 from engine_acceptance.load.generator import LoadGenerator, RawRequest, analyse_round, replay_events
 from engine_acceptance.media.messages import colors_named
 from engine_acceptance.wire.media_parts import media_part, user_turn
-from engine_acceptance.load.metrics import CellSummary, RequestRecord, RoundSummary, samples_ms, summarize_cell
+from engine_acceptance.load.metrics import CellSummary, RequestRecord, RoundSummary, request_samples, summarize_cell
+from engine_acceptance.load.output_split import SplitCell, cell_of_summary, split_columns, split_figures
+from engine_acceptance.load.spec_decode import RoundCounters, SpecDecodeCounters
 from engine_acceptance.profiles.profile import DATA_ROOT
 from engine_acceptance.wire.reassembly import reassemble_stream
 from engine_acceptance.load.report import note_page
@@ -57,11 +59,10 @@ __all__ = [
     "from_options",
     "load_inputs",
     "measure_media_cell",
+    "media_table",
     "media_table_html",
     "media_table_lines",
     "select_media_cells",
-    "table_header",
-    "table_rows",
     "wrong_answer",
 ]
 
@@ -224,6 +225,13 @@ class MediaCellResult:
     wrong: list[str]
     answered: int
     stamping: str = "task read"
+    # Why its rounds have no speculative-decoding acceptance (spec_decode.py); None: they have one, or none asked.
+    spec_decode_note: str | None = None
+
+    def split_cell(self) -> SplitCell:
+        """What the output split's columns read: chat, so reasoning and content apart."""
+        return cell_of_summary(self.cell.key, self.summary, (r for records in self.records for r in records),
+                               chat=True, spec_decode_note=self.spec_decode_note)
 
     def figures(self) -> dict[str, dict[str, Any]]:
         """The reported figures as median/min/max/rounds, for tables and the comparison."""
@@ -236,7 +244,7 @@ class MediaCellResult:
                  "requests_per_round": self.cell.requests, "warmup_requests": self.cell.warmup_requests,
                  "rounds": len(self.records), "max_tokens": item.max_tokens, "content_type": content_type}
         return cell_entry("media_throughput", self.cell.key, shape,
-                          samples=samples_ms(record for records in self.records for record in records),
+                          samples=request_samples((r for records in self.records for r in records), chat=True),
                           rounds={"request_per_s": list(self.summary.metrics["request_per_s"].rounds)},
                           request_set_parts=(item.prompt,))
 
@@ -249,6 +257,8 @@ class MediaCellResult:
             "requests_per_round": self.cell.requests,
             "warmup_requests": self.cell.warmup_requests,
             "client_stamping": self.stamping,
+            "spec_decode_note": self.spec_decode_note,
+            "output_split": split_figures(self.split_cell()),
             "answers_checked": self.answered,
             "wrong_answers": len(self.wrong),
             "wrong_answer_examples": self.wrong[:5],
@@ -260,8 +270,12 @@ class MediaCellResult:
 
 
 async def measure_media_cell(target: EngineTarget, cell: MediaCell, *, content_type: str, rounds: int,
-                             progress: Progress | None = None) -> MediaCellResult:
-    """Warm up (one wave, not counted), then ``rounds`` rounds of ``cell.requests`` requests."""
+                             progress: Progress | None = None,
+                             counters: SpecDecodeCounters | None = None) -> MediaCellResult:
+    """Warm up (one wave, not counted), then ``rounds`` rounds of ``cell.requests`` requests.
+
+    ``counters``: the engine's speculative-decoding counters, read between the rounds (never during one).
+    """
     say: Progress = progress or (lambda _line: None)
     body = build_media_body(cell.input, model=target.model, content_type=content_type)
     summaries: list[RoundSummary] = []
@@ -269,14 +283,17 @@ async def measure_media_cell(target: EngineTarget, cell: MediaCell, *, content_t
     wrong: list[str] = []
     answered = 0
     warmup = None
+    around = RoundCounters(counters)
     async with LoadGenerator(target, cell.concurrency, path="/chat/completions") as generator:
         raw = await generator.round([body] * cell.warmup_requests)
-        _, warmup = analyse_round(raw)
+        _, warmup = analyse_round(raw, chat=True)
         say(f"{cell.key} warm-up: {warmup.completed}/{warmup.requests} requests done in {warmup.wall_s:.1f} s "
             f"(not counted)")
         for number in range(1, rounds + 1):
+            await around.start()
             raw = await generator.round([body] * cell.requests)
-            records, summary = analyse_round(raw)
+            records, summary = analyse_round(raw, chat=True)
+            summary = await around.finish(summary)
             for request, record in zip(raw.requests, records):
                 if record.ok:
                     answered += 1
@@ -292,10 +309,10 @@ async def measure_media_cell(target: EngineTarget, cell: MediaCell, *, content_t
                 f"{summary.wall_s:.1f} s, {rate:.2f} req/s, median E2E "
                 f"{'-' if e2e is None else f'{e2e:.1f} ms'}")
     return MediaCellResult(cell, summarize_cell(cell.key, summaries), all_records, warmup, wrong, answered,
-                           generator.stamping)
+                           generator.stamping, around.unavailable)
 
 
-def table_rows(results: Sequence[MediaCellResult]) -> list[list[str]]:
+def _rows(results: Sequence[MediaCellResult]) -> list[list[str]]:
     rows = []
     for result in results:
         summary = result.summary
@@ -307,18 +324,25 @@ def table_rows(results: Sequence[MediaCellResult]) -> list[list[str]]:
     return rows
 
 
-def table_header() -> list[str]:
+def _header() -> list[str]:
     return ["input", "concurrency", "req x rounds", *(label for _, label in FIGURES), "errors", "wrong answers"]
 
 
+def media_table(title: str, results: Sequence[MediaCellResult], notes: Sequence[str] = ()) -> Table:
+    """The cells' table: the media columns, then the output split's (reasoning against answer), with its notes."""
+    header, rows, split_notes = split_columns([result.split_cell() for result in results])
+    return Table.of(title, [*_header(), *header], [[*row, *split] for row, split in zip(_rows(results), rows)],
+                    [*notes, *split_notes])
+
+
 def media_table_lines(results: Sequence[MediaCellResult]) -> list[str]:
-    """A fixed-width table: median of rounds [min-max]."""
-    return terminal.fixed_width_lines(table_header(), table_rows(results))
+    """A fixed-width table: median of rounds [min-max], the split's notes under it."""
+    return terminal.table_lines(media_table("", results), title=False)
 
 
 def media_table_html(title: str, results: Sequence[MediaCellResult]) -> str:
-    return note_page(Table.of(title, table_header(), table_rows(results),
-                              [f"Each cell: median of rounds [min-max across rounds]. {CACHE_NOTE}"]))
+    return note_page(media_table(title, results,
+                                 [f"Each cell: median of rounds [min-max across rounds]. {CACHE_NOTE}"]))
 
 
 OPTIONS = (

@@ -18,8 +18,7 @@ from engine_acceptance.load.media.cells import (
     MediaCellResult,
     MediaSettings,
     measure_media_cell,
-    table_header,
-    table_rows,
+    media_table,
 )
 from engine_acceptance.load.workload import LoadContext
 from engine_acceptance.reporting.table import Table
@@ -40,7 +39,7 @@ class MediaResult:
         return {r.cell.key: r.figures() for r in self.cells}
 
     def table(self) -> Table:
-        return Table.of("Media throughput", table_header(), table_rows(self.cells))
+        return media_table("Media throughput", self.cells)
 
 
 class MediaWorkload:
@@ -64,7 +63,8 @@ class MediaWorkload:
             say(f"{cell.key}: {settings.rounds} round(s) of {cell.requests} requests with "
                 f"{' + '.join(cell.input.files)}, {cell.warmup_requests} warm-up")
             result = await measure_media_cell(self.context.target, cell, content_type=self.context.content_type,
-                                              rounds=settings.rounds, progress=self.context.progress)
+                                              rounds=settings.rounds, progress=self.context.progress,
+                                              counters=self.context.counters)
             results.append(result)
             if self.context.after_cell is not None:
                 await self.context.after_cell(result)

@@ -57,8 +57,10 @@ from engine_acceptance.load.generator import (
     run_round,
     send_request,
 )
-from engine_acceptance.load.metrics import RequestRecord, RoundSummary, percentile, samples_ms
+from engine_acceptance.load.metrics import RequestRecord, RoundSummary, percentile, request_samples
 from engine_acceptance.load.process_plan import ASSUMED_STREAM_EVENTS_PER_S, ProcessPlan, plan_processes
+from engine_acceptance.load.output_split import SplitCell, cell_of_round, split_figures
+from engine_acceptance.load.spec_decode import RoundCounters, SpecDecodeCounters
 from engine_acceptance.load.workers import split_indices
 from engine_acceptance.wire.types import EngineTarget
 from engine_acceptance.run_bundle import cell_entry
@@ -86,6 +88,17 @@ class RateCell:
     burstiness: float = 1.0
     seed: int = 0
     warmup_requests: int = 4
+    # "completions" (token-id prompts of exact length, as the throughput smoke) or "chat" (text prompts of an
+    # estimated length, one user message each: where a reasoning model reasons and answers apart).
+    endpoint: str = "completions"
+
+    @property
+    def chat(self) -> bool:
+        return self.endpoint == "chat"
+
+    @property
+    def path(self) -> str:
+        return "/chat/completions" if self.chat else "/completions"
 
     @property
     def workload(self) -> str:
@@ -111,7 +124,9 @@ class RateCell:
     def as_dict(self) -> dict[str, Any]:
         return {"key": self.key, "input_tokens": self.input_tokens, "output_tokens": self.output_tokens,
                 "request_rate": format_rate(self.rate), "burstiness": format_rate(self.burstiness),
-                "load_seed": self.seed, "requests": self.requests, "warmup_requests": self.warmup_requests}
+                "load_seed": self.seed, "requests": self.requests, "warmup_requests": self.warmup_requests,
+                # Only when chat: cells of bundles written before the endpoint could be chosen keep their shape.
+                **({"endpoint": self.endpoint} if self.chat else {})}
 
 
 @dataclass(frozen=True)
@@ -307,6 +322,8 @@ class RateCellResult:
     plan: ProcessPlan | None = None
     # Connections opened before the schedule, and how many were wanted (open_connections).
     connections: tuple[int, int] = (0, 0)
+    # Why it has no speculative-decoding acceptance (spec_decode.py); None: it has one, or none was asked.
+    spec_decode_note: str | None = None
 
     @property
     def processes(self) -> int:
@@ -317,10 +334,16 @@ class RateCellResult:
         """From the schedule's origin to the end of the last request (goodput's denominator)."""
         return self.summary.wall_s
 
+    def split_cell(self) -> SplitCell:
+        """What the output split's columns read (a completions cell has no reasoning field)."""
+        return cell_of_round(self.cell.key, self.summary, self.records, chat=self.cell.chat,
+                             spec_decode_note=self.spec_decode_note)
+
     def bundle_entry(self, ignore_eos: bool, figures: dict[str, Any]) -> dict[str, Any]:
         """The cell for the run bundle: its schedule's shape, every measured request's latencies, ``figures``."""
         shape = {**self.cell.as_dict(), "ignore_eos": ignore_eos}
-        return cell_entry("slo", self.cell.key, shape, samples=samples_ms(self.records), figures=figures)
+        return cell_entry("slo", self.cell.key, shape, samples=request_samples(self.records, chat=self.cell.chat),
+                          figures=figures)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -331,6 +354,8 @@ class RateCellResult:
             "duration_s": self.duration_s,
             "connections_opened_before": self.connections[0],
             "connections_wanted_before": self.connections[1],
+            "spec_decode_note": self.spec_decode_note,
+            "output_split": split_figures(self.split_cell()),
             "summary": self.summary.as_dict(),
             "sends": self.sends.as_dict(),
             "warmup": self.warmup.as_dict() if self.warmup else None,
@@ -340,54 +365,60 @@ class RateCellResult:
 
 async def measure_rate_cell(target: EngineTarget, cell: RateCell, prompts: PromptSource, *, ignore_eos: bool,
                             first_index: int = 0, progress: Progress | None = None,
-                            clock: Clock = time.monotonic, processes: int | None = 1) -> RateCellResult:
+                            clock: Clock = time.monotonic, processes: int | None = 1,
+                            counters: SpecDecodeCounters | None = None) -> RateCellResult:
     """Warm the connections up (not counted), then send the cell's requests on its schedule.
 
     ``processes``: client processes (``--load-processes``), None for auto (``RateCell.plan_processes``).
+    ``counters``: the engine's speculative-decoding counters, read before the schedule and after it.
     """
     say: Progress = progress or (lambda _line: None)
     plan = cell.plan_processes(processes)
     say(f"{cell.key}: sent by {plan.describe()}")
     shape = Cell(cell.input_tokens, cell.output_tokens, 1, cell.requests, cell.warmup_requests)
     warm = build_bodies(shape, prompts, model=target.model, ignore_eos=ignore_eos, count=cell.warmup_requests,
-                        first_index=first_index)
+                        first_index=first_index, chat=cell.chat)
     bodies = build_bodies(shape, prompts, model=target.model, ignore_eos=ignore_eos, count=cell.requests,
-                          first_index=first_index + cell.warmup_requests)
+                          first_index=first_index + cell.warmup_requests, chat=cell.chat)
     offsets = cell.offsets()
     warmup: RoundSummary | None = None
+    around = RoundCounters(counters)
     if plan.processes > 1:
-        async with SpreadGenerator(target, 0, plan.processes) as spread:
+        async with SpreadGenerator(target, 0, plan.processes, path=cell.path) as spread:
             if warm:
-                _, warmup = analyse_round(await spread.round(warm, concurrency=len(warm)))
+                _, warmup = analyse_round(await spread.round(warm, concurrency=len(warm)), chat=cell.chat)
                 say(f"{cell.key} warm-up: {warmup.completed}/{warmup.requests} requests done (not counted)")
             wanted = _connections_for(cell, warmup)
             share = math.ceil(wanted / plan.processes)
             opened_each, _ = await spread.each(_opened_share, [share] * plan.processes)
             opened = _say_opened(say, cell, sum(opened_each), share * plan.processes)
+            await around.start()
             sent = await _spread_open_loop(spread, bodies, offsets)
             stamping = spread.stamping
     else:
-        async with LoadGenerator(target, 0, clock=clock) as generator:
+        async with LoadGenerator(target, 0, clock=clock, path=cell.path) as generator:
             if warm:
                 # All at once: opens as many connections as the cell is expected to need at first.
                 raw_warm = await run_round(generator.session, generator.url, warm, generator.headers,
                                            concurrency=len(warm), clock=clock)
-                _, warmup = analyse_round(raw_warm)
+                _, warmup = analyse_round(raw_warm, chat=cell.chat)
                 say(f"{cell.key} warm-up: {warmup.completed}/{warmup.requests} requests done (not counted)")
             wanted = _connections_for(cell, warmup)
             opened = _say_opened(say, cell, await open_connections(
                 generator.session, target.v1_url + "/models", generator.headers, wanted), wanted)
+            await around.start()
             sent = await run_open_loop(generator.session, generator.url, bodies, generator.headers, offsets,
                                        clock=clock)
             stamping = generator.stamping
-    records, summary = analyse_round(sent.raw)
+    records, summary = analyse_round(sent.raw, chat=cell.chat)
+    summary = await around.finish(summary)
     timing = sent.timing()
     errors = ", ".join(f"{k}={v}" for k, v in sorted(summary.errors_by_kind.items())) or "no errors"
     say(f"{cell.key}: {summary.completed}/{summary.requests} requests done, {errors}, {summary.wall_s:.1f} s; "
         f"sends late by more than {LATE_S * 1000:g} ms: {timing.late}, lateness P99 "
         f"{timing.lateness_ms(99) or 0.0:.3f} ms, at most {timing.max_in_flight} in flight")
     return RateCellResult(cell, records, summary, timing, warmup, stamping, input_exact=prompts.exact, plan=plan,
-                          connections=opened)
+                          connections=opened, spec_decode_note=around.unavailable)
 
 
 def _connections_for(cell: RateCell, warmup: RoundSummary | None) -> int:

@@ -4,7 +4,7 @@ Command line (declared in :data:`OPTIONS` below): ``--request-rate R[,R...]`` (o
 rate; ``inf`` sends all at once), ``--burstiness B`` (gamma shape; 1 = Poisson),
 ``--load-seed N`` (the schedule's seed, fixed by default), ``--slo ttft=MS,tpot=MS,e2e=MS``
 (any subset), ``--slo-target F``, ``--slo-min-goodput RPS``, ``--slo-requests N``,
-``--slo-shape IN/OUT`` and ``--slo-search``. The model profile's ``slo`` section carries
+``--slo-shape IN/OUT``, ``--slo-endpoint completions|chat`` and ``--slo-search``. The model profile's ``slo`` section carries
 the same figures (``ttft_ms``, ``tpot_ms``, ``e2e_ms``, ``target``, ``min_goodput_rps``,
 ``request_rate``, ``requests``), so a release gate can live with the model: what the
 command line gives wins, limit by limit replaced as a whole (``--slo`` names every limit
@@ -50,6 +50,8 @@ class OpenLoopSettings:
     requests: int | None = None
     shape: tuple[int, int] = DEFAULT_SHAPE
     search: bool = False
+    # Where the cells' requests go: completions (the default, as the throughput smoke) or chat.
+    endpoint: str = "completions"
 
     def spec(self, profile_slo: Mapping[str, Any], profile_source: str) -> SloSpec | None:
         """The SLO in force, or None when neither the command line nor the profile gives a limit."""
@@ -72,7 +74,7 @@ class OpenLoopSettings:
         rates = self.rates or (float(profile_slo.get("request_rate", DEFAULT_RATE)),)
         requests = self.requests or int(profile_slo.get("requests", DEFAULT_REQUESTS))
         return [RateCell(self.shape[0], self.shape[1], rate, requests, burstiness=self.burstiness, seed=self.seed,
-                         warmup_requests=min(4, requests)) for rate in rates]
+                         warmup_requests=min(4, requests), endpoint=self.endpoint) for rate in rates]
 
 
 def _number(option: str, raw: str | None, *, above: float | None = None, at_most: float | None = None
@@ -109,7 +111,8 @@ def _parsed(option: str, parse: Callable[[str], T], text: str | None) -> T | Non
 
 def open_loop_settings_from_options(*, request_rate: str | None, burstiness: str, load_seed: int, slo: str | None,
                                     slo_target: str | None, slo_min_goodput: str | None, slo_requests: int | None,
-                                    slo_shape: str, slo_search: bool) -> OpenLoopSettings:
+                                    slo_shape: str, slo_search: bool, slo_endpoint: str = "completions"
+                                    ) -> OpenLoopSettings:
     """Validate every open-loop option; SettingsError names the option and the value."""
     rates = _parsed("--request-rate", parse_rates, request_rate)
     shape_burst = _number("--burstiness", burstiness, above=0)
@@ -124,7 +127,8 @@ def open_loop_settings_from_options(*, request_rate: str | None, burstiness: str
         rates=rates, burstiness=shape_burst, seed=load_seed, limits_ms=limits,
         target=_number("--slo-target", slo_target, above=0, at_most=1),
         min_goodput_rps=_min_goodput(slo_min_goodput),
-        requests=slo_requests, shape=(int(match.group(1)), int(match.group(2))), search=slo_search)
+        requests=slo_requests, shape=(int(match.group(1)), int(match.group(2))), search=slo_search,
+        endpoint=slo_endpoint)
 
 
 # The open-loop and SLO options (pytest -m slo), in the order pytest --help shows them.
@@ -148,6 +152,10 @@ OPTIONS = (
                help="Requests per open-loop cell (default: the model profile's slo.requests, else 32)"),
     OptionSpec("--slo-shape", default="128/32", metavar="IN/OUT",
                help="Input and output tokens of the open-loop requests (default: 128/32)"),
+    OptionSpec("--slo-endpoint", default="completions", choices=("completions", "chat"),
+               help="Where the open-loop requests go: completions (token-id prompts of exact length, as the "
+                    "throughput smoke) or chat (text prompts of an estimated length, one user message each: a "
+                    "reasoning model's first reasoning and first content token apart) (default: completions)"),
     OptionSpec("--slo-search", action="store_true",
                help="Also search the highest rate whose attainment stays at the target (doubling, then bisecting)"),
 )
@@ -158,4 +166,4 @@ def from_options(values: Any) -> OpenLoopSettings:
     return open_loop_settings_from_options(
         request_rate=values.request_rate, burstiness=values.burstiness, load_seed=values.load_seed, slo=values.slo,
         slo_target=values.slo_target, slo_min_goodput=values.slo_min_goodput, slo_requests=values.slo_requests,
-        slo_shape=values.slo_shape, slo_search=values.slo_search)
+        slo_shape=values.slo_shape, slo_search=values.slo_search, slo_endpoint=values.slo_endpoint)

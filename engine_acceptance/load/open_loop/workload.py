@@ -16,7 +16,8 @@ from typing import Any
 
 from engine_acceptance.load.arrivals import format_rate
 from engine_acceptance.load.open_loop.cells import RateCell, RateCellResult, measure_rate_cell
-from engine_acceptance.load.open_loop.report import table_header, table_rows
+from engine_acceptance.load.open_loop.report import slo_table
+from engine_acceptance.load.output_split import SplitCell
 from engine_acceptance.load.open_loop.settings import OpenLoopSettings
 from engine_acceptance.load.open_loop.slo import SloOutcome, SloSpec, evaluate_slo
 from engine_acceptance.load.workload import LoadContext
@@ -27,13 +28,15 @@ from engine_acceptance.reporting.table import Table
 class OpenLoopResult:
     spec: SloSpec
     outcomes: tuple[SloOutcome, ...]
+    # Each cell's output split (cached tokens, draft acceptance), in the outcomes' order.
+    splits: tuple[SplitCell, ...] = ()
 
     def figures(self) -> dict[str, Any]:
         """The SLO and each cell's attainment, goodput and percentiles (the junit ``slo`` property)."""
         return {"spec": self.spec.as_dict(), "cells": {o.key: o.as_dict() for o in self.outcomes}}
 
     def table(self) -> Table:
-        return Table.of("SLO, open loop", table_header(), table_rows(self.outcomes))
+        return slo_table("SLO, open loop", self.outcomes, self.splits)
 
     def problems(self) -> list[str]:
         return [problem for outcome in self.outcomes for problem in outcome.problems(self.spec)]
@@ -70,7 +73,8 @@ class OpenLoopWorkload:
                 f"{format_rate(cell.burstiness)}, load seed {cell.seed}; {cell.warmup_requests} warm-up")
             result = await measure_rate_cell(
                 self.context.target, cell, self.context.prompts, ignore_eos=self.context.ignore_eos,
-                first_index=self.next_index, progress=self.context.progress, processes=self.context.processes)
+                first_index=self.next_index, progress=self.context.progress, processes=self.context.processes,
+                counters=self.context.counters)
             results.append(result)
             if self.context.after_cell is not None:
                 await self.context.after_cell(result)
@@ -84,4 +88,4 @@ class OpenLoopWorkload:
         return OpenLoopResult(spec, tuple(
             evaluate_slo(r.cell.key, r.cell.rate, r.records, r.duration_s, spec.limits_ms,
                          late_sends=r.sends.late, max_in_flight=r.sends.max_in_flight,
-                         client_processes=r.processes) for r in runs))
+                         client_processes=r.processes) for r in runs), tuple(r.split_cell() for r in runs))

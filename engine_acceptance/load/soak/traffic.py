@@ -221,19 +221,22 @@ class SoakReport:
                 f"({last.failures}/{last.requests}) in the last ({last.start_s:.0f}-{last.end_s:.0f} s)")
 
     def problems(self) -> list[str]:
-        """Why the soak fails: failed requests (by kind, one example each), a rising error rate."""
+        """Why the soak fails: failed requests, one problem per kind (with its first example), a rising error rate.
+
+        Each kind is its own problem, so an expected-failure record of one kind (a known 503,
+        say) leaves another kind beside it failing the soak.
+        """
         problems = []
         failed = [s for s in self.samples if not s.ok]
-        if failed:
-            kinds = Counter(s.error.split(":", 1)[0] for s in failed if s.error)
-            examples = {}
-            for sample in failed:
-                examples.setdefault(sample.error.split(":", 1)[0] if sample.error else "", sample)
-            described = "; ".join(
-                f"{kind} x{count} (first: request {examples[kind].index}, {examples[kind].kind}, due at "
-                f"{examples[kind].due_s:.1f} s: {(examples[kind].error or '')[:200]})"
-                for kind, count in kinds.most_common())
-            problems.append(f"{len(failed)}/{len(self.samples)} soak requests failed: {described}")
+        kinds = Counter(_kind(sample) for sample in failed)
+        first: dict[str, SoakSample] = {}
+        for sample in failed:
+            first.setdefault(_kind(sample), sample)
+        for kind, count in kinds.most_common():
+            example = first[kind]
+            problems.append(f"{count}/{len(self.samples)} soak requests failed: {kind or 'no error text'} x{count} "
+                            f"(first: request {example.index}, {example.kind}, due at {example.due_s:.1f} s: "
+                            f"{(example.error or '')[:200]})")
         rising = self.rising_error_rate()
         if rising:
             problems.append(rising)
@@ -295,6 +298,11 @@ class SoakReport:
                 lines.append(f"  {name}: start {_figure(name, start.get(name))}, end {_figure(name, end.get(name))}")
         lines += [f"note: {note}" for note in self.notes]
         return lines
+
+
+def _kind(sample: SoakSample) -> str:
+    """A failed request's kind of error: its error's words up to the first colon (``HTTP 503``, ``timeout``)."""
+    return sample.error.split(":", 1)[0] if sample.error else ""
 
 
 def _ms(value: float | None) -> str:
