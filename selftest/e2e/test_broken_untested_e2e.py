@@ -58,6 +58,11 @@ records:
     ("test_tool_accuracy.py::test_tool_call_arguments_fit_their_schemas_at_scale", "no tool call in \\\\d+ replies"),
     ("test_responses.py::test_function_call_round_trip_answers_the_result_in_text[*]",
      "tool_choice names get_weather, yet the response has no function_call item"),
+    # The agent loop's first turn must call get_weather: without a call the loop cannot go on.
+    *((f"test_agent_loop.py::{check}[*]", "turn 1: the model called no tool for '.*', so the loop cannot go on")
+      for check in ("test_agent_loop_answers_from_the_tool_results_over_four_turns",
+                    "test_agent_loop_keeps_reasoning_apart_from_content_in_every_turn",
+                    "test_prompt_tokens_grow_with_the_history_and_count_it_all")),
 ])
 
 
@@ -109,7 +114,8 @@ def test_a_required_capability_whose_only_passes_found_nothing_to_look_at_is_kno
     assert result.ret == 1 and verdict["gate"] == "fail", out[-3000:]
     assert not failed(outcomes), failed(outcomes)  # each failure is a record's
     tools = rows["tools"]
-    assert tools["known"] == 9 and tools["passed"] > 0 and not tools["tested"], tools
+    # 15 known: 9 of them core checks', and the agent loop's 6, which need a call but are no core check of tools.
+    assert tools["known"] == 15 and tools["passed"] > 0 and not tools["tested"], tools
     assert verdict["gate_failures"] == [tools["coverage_failure"]]
     assert tools["coverage_failure"].startswith(
         "required capability 'tools' is known broken: no core check (one that exercises tools itself) passed, 9 failed "

@@ -10,7 +10,7 @@ Issue 41's proof is a fifth: (e) an engine that holds its answer back to the end
 (``content-at-end``) and whose draft tokens are accepted a quarter as often
 (``spec-decode-rejects``) shows the first content token's regression, with TTFT and the first
 reasoning token unchanged, and the acceptance's drop in the rates; the cached prompt tokens the
-engine reports are compared too, and unchanged.
+engine reports (its prefix cache serves the cell's repeated prompt) are compared too, and unchanged.
 
 Every run is small: the usage and max_tokens checks (text), one throughput cell of 8
 requests a round for 3 rounds, the same prompts in every run (``--throughput-seed``), and one
@@ -138,8 +138,9 @@ def test_an_answer_held_to_the_end_and_rejected_drafts_show_in_the_split_and_the
     for unchanged in ("P50 TTFT", "P50 first reasoning token", "reasoning tokens/request", "content tokens/request",
                       "cached share of prompt tokens"):
         assert media[unchanged].kind == UNCHANGED, media[unchanged]
-    assert (media["cached share of prompt tokens"].base, media["cached share of prompt tokens"].new) == ("0.0%",
-                                                                                                          "0.0%")
+    # The engine's prefix cache serves the repeated video prompt in both runs alike: a share, the same in each.
+    cached = media["cached share of prompt tokens"]
+    assert cached.base == cached.new and cached.base != "0.0%", cached
     # The completions cell has no reasoning to split, so no such figure.
     assert not [f for f in report.of(PERFORMANCE) if f.subject == THROUGHPUT_CELL and "content" in f.metric]
     acceptance = {f.metric: f for f in report.of(RATES) if f.metric.startswith("spec_decode_acceptance")}

@@ -13,6 +13,7 @@ media matrix (16 requests x 3 rounds) once.
 from __future__ import annotations
 
 import json
+import re
 import xml.etree.ElementTree as ET
 
 import pytest
@@ -33,6 +34,16 @@ def _figures(pytester: pytest.Pytester) -> dict[str, dict[str, dict[str, float]]
     return figures
 
 
+def _table_row(lines: list[str], cell: str) -> dict[str, str]:
+    """The throughput table's row of `cell`, by column header (columns stand two spaces or more apart)."""
+    def cells(line: str) -> list[str]:
+        return re.split(r"\s{2,}", line.split("throughput ", 1)[1].strip())
+
+    header = next(cells(line) for line in lines if "throughput input" in line and "cached share" in line)
+    row = next(cells(line) for line in lines if re.search(rf"throughput {re.escape(cell)}\s+\d", line))
+    return dict(zip(header, row))
+
+
 def test_clean_engine_serves_the_media_load_and_reports_its_figures(pytester: pytest.Pytester) -> None:
     result, outcomes = run_suite(pytester, *SMALL, "--media-shapes", "image-512@2x4,two-images-512@1x2,"
                                  "video-16frames@2x2")
@@ -44,10 +55,15 @@ def test_clean_engine_serves_the_media_load_and_reports_its_figures(pytester: py
         # The reasoning and the answer apart (chat), the tokens of each, cached tokens and draft acceptance.
         "*wrong answers*P50 first reasoning ms*P50 first content ms*reasoning tok/req*content tok/req*"
         "cached prompt tok/req*cached share*spec decode acceptance",
-        "*throughput image-512*2*4x2*0*0/8*0*0.0%*[78]?.?%*",
+        "*throughput image-512*2*4x2*0*0/8*",
         "*Reasoning tokens (image-512@2): usage.completion_tokens_details.reasoning_tokens, as the engine reported*",
         "*note: Every request sends the same media*processor cache*",
     ])
+    # Every request sends the same prompt, so the engine's prefix cache serves most of it (the warm-up's
+    # blocks): a cached share above half; drafts accepted at the engine's 0.8.
+    row = _table_row(result.outlines, "image-512")
+    assert float(row["cached share"].rstrip("%")) > 50 and int(row["cached prompt tok/req"]) > 0, row
+    assert row["spec decode acceptance"].startswith(("7", "8")), row
     figures = _figures(pytester)
     assert set(figures) == {"image-512@2", "two-images-512@1", "video-16frames@2"}
     for cell in figures.values():
