@@ -21,7 +21,7 @@ from engine_acceptance.wire.types import Exchange
 from engine_acceptance.wire.reassembly import Reply
 
 __all__ = ["ObservationWarning", "SeveralProblems", "assert_no_problems", "integers_in", "markers_found",
-           "problems_failure", "problems_of", "reply_of"]
+           "problems_failure", "problems_of", "reply_of", "unclosed_reasoning"]
 
 
 class ObservationWarning(UserWarning):
@@ -48,6 +48,19 @@ def markers_found(text: str, markers: Iterable[str]) -> list[str]:
 
 def integers_in(text: str) -> list[int]:
     return [int(match.replace(",", "")) for match in re.findall(r"-?\d[\d,]*", text)]
+
+
+def unclosed_reasoning(reply: Reply) -> str:
+    """Why content is empty when the reply is all reasoning cut at its token limit, else "".
+
+    A model that never closes its reasoning (never writes ``</think>``) leaves the parser in
+    reasoning until the limit: no answer reaches content. That is the finding, so a check whose
+    content is empty says so instead of only "empty".
+    """
+    if reply.content.strip() or not reply.reasoning.strip() or reply.finish_reason != "length":
+        return ""
+    return ("; the reply ended at its token limit (finish_reason 'length') inside its reasoning, which the model "
+            "never closed, so no answer reached content")
 
 
 def short(text: str, limit: int = 200) -> str:

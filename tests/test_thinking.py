@@ -24,7 +24,7 @@ from typing import Any
 import allure
 import pytest
 
-from engine_acceptance.assertions import integers_in, markers_found, reply_of, short
+from engine_acceptance.assertions import integers_in, markers_found, reply_of, short, unclosed_reasoning
 from engine_acceptance.profiles.profile import ModelProfile
 from engine_acceptance.profiles.request_options import with_reasoning_effort, with_thinking_mode
 from engine_acceptance.reporting.csv_text import rows_csv
@@ -38,10 +38,12 @@ MODES = ("disabled", "adaptive", "enabled")
 EFFORTS = ("low", "medium", "high")
 
 
-def _question(prompts: dict[str, Any]) -> dict[str, Any]:
+def _question(prompts: dict[str, Any], profile: ModelProfile) -> dict[str, Any]:
     case = prompts["thinking"]["warehouse"]
+    # The prompt's budget leaves room for a real model's reasoning; a model profile's cap (a model
+    # that never stops by itself) keeps each sample to the cap's time.
     return {"messages": [{"role": "user", "content": case["prompt"]}], "temperature": 0,
-            "max_tokens": case["max_tokens"]}
+            "max_tokens": profile.output_budget(case["max_tokens"])}
 
 
 def _in_mode(body: dict[str, Any], profile: ModelProfile, mode: str) -> dict[str, Any]:
@@ -59,7 +61,7 @@ def _final_integer(text: str) -> int | None:
 @pytest.mark.trials("thinking")
 async def test_disabled_mode_answers_in_content_without_reasoning(chat, prompts, model_profile, stream,
                                                                   trials) -> None:
-    body = _in_mode(_question(prompts), model_profile, "disabled")
+    body = _in_mode(_question(prompts, model_profile), model_profile, "disabled")
 
     async def sample() -> None:
         reply = reply_of(await chat(body, stream=stream))
@@ -78,7 +80,7 @@ async def test_disabled_mode_answers_in_content_without_reasoning(chat, prompts,
 @pytest.mark.trials("thinking")
 async def test_enabled_mode_returns_reasoning_apart_from_content(chat, prompts, model_profile, stream,
                                                                  trials) -> None:
-    body = _in_mode(_question(prompts), model_profile, "enabled")
+    body = _in_mode(_question(prompts, model_profile), model_profile, "enabled")
 
     async def sample() -> None:
         reply = reply_of(await chat(body, stream=stream))
@@ -88,8 +90,8 @@ async def test_enabled_mode_returns_reasoning_apart_from_content(chat, prompts, 
             + (f" and content holds reasoning markers {leaked}" if leaked else "")
         )
         assert not leaked, f"reasoning markers {leaked} in content: {short(reply.content)!r}"
-        assert reply.content.strip(), f"thinking enabled: content is empty next to the reasoning " \
-                                      f"(finish_reason={reply.finish_reason!r})"
+        assert reply.content.strip(), (f"thinking enabled: content is empty next to the reasoning "
+                                       f"(finish_reason={reply.finish_reason!r}){unclosed_reasoning(reply)}")
 
     await trials(sample)
 
@@ -97,7 +99,7 @@ async def test_enabled_mode_returns_reasoning_apart_from_content(chat, prompts, 
 @pytest.mark.requires("thinking_modes")
 @pytest.mark.trials("thinking")
 async def test_adaptive_mode_answers_with_clean_content(chat, prompts, model_profile, stream, trials) -> None:
-    body = _in_mode(_question(prompts), model_profile, "adaptive")
+    body = _in_mode(_question(prompts, model_profile), model_profile, "adaptive")
 
     async def sample() -> None:
         reply = reply_of(await chat(body, stream=stream))
@@ -113,7 +115,7 @@ async def test_adaptive_mode_answers_with_clean_content(chat, prompts, model_pro
 @pytest.mark.parametrize("mode", MODES)
 async def test_thinking_mode_answers_the_240_question(chat, prompts, model_profile, mode, request, trials) -> None:
     case = prompts["thinking"]["warehouse"]
-    body = _in_mode(_question(prompts), model_profile, mode)
+    body = _in_mode(_question(prompts, model_profile), model_profile, mode)
     rows: dict[int, dict[str, Any]] = {}
 
     async def sample() -> None:
@@ -166,7 +168,7 @@ def _attach_240_table(request: pytest.FixtureRequest, mode: str, rows: dict[int,
 
 
 def _effort_body(prompts: dict[str, Any], model_profile: ModelProfile, engine_profile, effort: str) -> dict[str, Any]:
-    body = _question(prompts)
+    body = _question(prompts, model_profile)
     if "enabled" in model_profile.thinking_modes:
         # An effort means something only while the model thinks.
         body = with_thinking_mode(body, model_profile, "enabled")
