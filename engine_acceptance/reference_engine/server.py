@@ -292,7 +292,8 @@ class ReferenceEngine:
             raise self.hooks.request_error(error) from None
 
     def _prepare_chat_checked(self, body: dict[str, Any]) -> tuple[ChatRequest, int, list[Generation]]:
-        req = self.hooks.chat_request(parse_chat_request(body, config=self.config, convention=self.convention))
+        req = self.hooks.chat_request(parse_chat_request(body, config=self.config, convention=self.convention,
+                                                         check_media_type=self.hooks.checks_declared_media_type()))
         prompt_tokens = self.tokenizer.count(render_messages(req.messages))
         budget = output_budget(prompt_tokens, self.hooks.max_tokens(req.max_tokens, req.raw), self.config.max_model_len)
         thinking = self.hooks.thinking(

@@ -31,6 +31,8 @@ CORRUPT = "test_corrupt_media.py::test_corrupt_media_is_rejected_with_4xx_and_an
 CORRUPT_STATUS_CHECKS = {f"{CORRUPT}[{sample}]" for sample in media.CORRUPT_SAMPLES}
 RECOVERY = "test_corrupt_media.py::test_engine_keeps_serving_after_corrupt_media"
 TEXT_ONLY_REFUSAL = "test_corrupt_media.py::test_media_a_text_only_model_cannot_take_is_refused_with_4xx"
+MANY = "test_corrupt_media.py::test_more_media_than_the_engine_takes_is_refused_with_4xx_not_a_5xx"
+MANY_CHECKS = {f"{MANY}[many-images]", f"{MANY}[many-videos]"}
 PURE_COLOR = {
     f"test_image.py::test_pure_color_image_is_named_by_its_color[{mode}-pure-{color}-512]"
     for mode in ("non-streamed", "streamed") for color in ("red", "blue")
@@ -72,9 +74,33 @@ def test_sglang_convention_refuses_corrupt_media_with_its_flat_error_body_and_di
 
 def test_media_500_fails_exactly_the_corrupt_media_status_checks(pytester: pytest.Pytester) -> None:
     result, outcomes = run_suite(pytester, *FAST, "-m", MEDIA_MARKERS, "--inject", "media-500")
-    assert failed(outcomes) == CORRUPT_STATUS_CHECKS, result.stdout.str()[-3000:]
+    # Every refusal of media is a 500: the corrupt and mislabelled samples', and more images or videos
+    # than the engine takes.
+    assert failed(outcomes) == CORRUPT_STATUS_CHECKS | MANY_CHECKS, result.stdout.str()[-3000:]
     assert outcomes[RECOVERY] == "passed"
     result.stdout.fnmatch_lines(["*corrupt sample truncated-png*server error on client data: HTTP 500*"])
+    assert result.ret == 1
+
+
+def test_mislabelled_media_and_media_over_the_limit_each_fail_their_own_check(pytester: pytest.Pytester) -> None:
+    # What issue 40 found on vLLM 0.32, one defect each: PNG bytes in a video/mp4 part answered 500
+    # (media-mismatch-500), a PNG labelled text/plain taken (media-type-ignored); and a 500 for more
+    # media than the engine takes (media-limit-500). Other corrupt media is still refused with 400.
+    result, outcomes = run_suite(pytester, *FAST, "-m", "corrupt_media", "--inject", "media-mismatch-500",
+                                 "--inject", "media-type-ignored", "--inject", "media-limit-500")
+    assert failed(outcomes) == {f"{CORRUPT}[png-bytes-as-mp4]", f"{CORRUPT}[png-labelled-text-plain]"} | MANY_CHECKS, \
+        result.stdout.str()[-3000:]
+    assert outcomes[RECOVERY] == "passed"
+    result.stdout.fnmatch_lines_random([
+        "*mislabelled sample png-bytes-as-mp4 (*), sent as video_url: server error on client data: HTTP 500*"
+        "upper bound and lower bound inconsistent with step sign*",
+        "*mislabelled sample png-labelled-text-plain (*declares text/plain*), sent as image_url: the engine "
+        "accepted it: HTTP 200*",
+        "*16 images of media/pure-red-512.png in one prompt: server error on client data: HTTP 500*At most 8 "
+        "image(s) may be provided in one prompt*",
+        "*4 videos of media/video-rgb-16f.mp4 in one prompt: server error on client data: HTTP 500*At most 2 "
+        "video(s)*",
+    ])
     assert result.ret == 1
 
 
