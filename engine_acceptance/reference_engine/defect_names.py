@@ -61,6 +61,10 @@ DEFECTS: dict[str, str] = {
         " bordered images, charts and video are seen correctly"
     ),
     "empty-content": "chat content is '' in every reply, streamed and not; reasoning unaffected",
+    "reasoning-never-closes": (
+        "a reply that reasons never closes its reasoning: the answer stays in the reasoning field, content is"
+        " empty, finish_reason 'length' (pretrained Gemma 3 270M under vLLM's qwen3 parser never writes </think>)"
+    ),
     "ignore-thinking-off": (
         "thinking stays on when a request turns it off (thinking_mode: disabled, enable_thinking: false):"
         " reasoning is still returned"

@@ -162,6 +162,10 @@ class DefectHooks:
                 reasoning=None if generation.reasoning is None else decode_each_byte(generation.reasoning))
         if "empty-content" in self.active:
             return generation.with_content("")
+        if "reasoning-never-closes" in self.active and generation.reasoning is not None:
+            # The parser never sees </think>: what would have been the answer is still reasoning at the limit.
+            return dataclasses.replace(generation, reasoning=f"{generation.reasoning}\n{generation.content}".strip(),
+                                       content="", tool_calls=(), finish_reason="length")
         return generation
 
     def usage(self, usage: dict[str, Any]) -> dict[str, Any]:

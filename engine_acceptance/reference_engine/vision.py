@@ -115,8 +115,8 @@ def _check_declared_type(kind: str, url: str) -> None:
         return  # not a data URL (fetched, or refused by decode_data_url with its own reason)
     declared, expected = match.group("mime").strip().lower(), _MEDIA_KINDS[kind]
     if not declared.startswith(f"{expected}/"):
-        raise UndecodableMedia(f"the data URL declares {declared or 'no type'!r}, not an {expected} type, "
-                               f"in an {kind} part", fault="declared-type")
+        raise UndecodableMedia(f"the data URL declares {declared or 'no type'!r}, which is no {expected}/* type, "
+                               f"for the {kind} part", fault="declared-type")
 
 
 # File signatures: (leading bytes, offset, format, kind). A PNG in a video part is told by its first bytes.
@@ -131,7 +131,7 @@ def _check_kind(kind: str, data: bytes) -> None:
     expected = _MEDIA_KINDS[kind]
     for signature, offset, name, found in _SIGNATURES:
         if data[offset:offset + len(signature)] == signature and found != expected:
-            raise UndecodableMedia(f"the bytes are {name} ({found}), not the {expected} an {kind} part takes",
+            raise UndecodableMedia(f"the bytes are {name} ({found}), not the {expected} that {kind} parts take",
                                    fault="mismatched")
 
 

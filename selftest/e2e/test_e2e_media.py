@@ -52,7 +52,8 @@ def test_clean_engine_passes_every_media_check_and_keeps_base64_out_of_the_repor
     skipped = {test_id for test_id, outcome in outcomes.items() if outcome == "skipped"}
     # The only skips: the text-only checks, since the reference model takes images and video.
     assert skipped == {f"{TEXT_ONLY_REFUSAL}[valid-image]", f"{TEXT_ONLY_REFUSAL}[valid-video]"}
-    assert sum(1 for test_id in outcomes if test_id.startswith("test_video.py")) == 4  # mp4, webm x 2 modes
+    # mp4, webm x 2 modes, and the usage check x 2 modes
+    assert sum(1 for test_id in outcomes if test_id.startswith("test_video.py")) == 6
     report = _report_text(pytester, result)
     for name in ("chart-q1-q3.png", "bordered-red-1024.png", "video-rgb-16f.mp4"):
         payload = base64.b64encode(media.load(name)).decode("ascii")
@@ -168,7 +169,7 @@ def test_media_answered_but_dropped_is_discovered_broken_and_fails_every_image_a
     result, outcomes = run_suite(pytester, *FAST, "-m", MEDIA_MARKERS, "--profile", "generic",
                                  "--inject", "media-ignored")
     dropped = _image_and_video(outcomes)
-    assert len(dropped) == 20 and failed(outcomes) == set(dropped), result.stdout.str()[-3000:]
+    assert len(dropped) == 24 and failed(outcomes) == set(dropped), result.stdout.str()[-3000:]
     # Corrupt media is still refused: the parts are dropped after they are decoded.
     assert {outcomes[t] for t in CORRUPT_STATUS_CHECKS} == {"passed"} and outcomes[RECOVERY] == "passed"
     for capability, part in (("image", "image_url"), ("video", "video_url")):
@@ -176,6 +177,12 @@ def test_media_answered_but_dropped_is_discovered_broken_and_fails_every_image_a
         assert probe["state"] == "broken", probe
         assert f"{part} part dropped: prompt_tokens " in probe["evidence"], probe
         assert probe["evidence"].endswith(f"(the engine answered 200 but did not read the {capability})"), probe
+    # The checks that need no reading find the drop themselves: the media cost no prompt tokens.
+    result.stdout.fnmatch_lines_random([
+        "*the engine's handling of bordered-red-512.png*usage.prompt_tokens is * with bordered-red-512.png and * "
+        "without: the engine did not count the bordered-red-512.png*",
+        "*the engine's handling of video-rgb-16f.mp4*the engine did not count the video-rgb-16f.mp4*",
+    ])
     # Each failure leads with the finding, not only the colour the model could not see.
     result.stdout.fnmatch_lines([
         "*image found broken by capability discovery (pure-red-512.png: image_url part dropped: prompt_tokens * "
