@@ -53,10 +53,11 @@
 # random-weight Qwen2-VL on the same engine venv), started in the background when the comparison
 # ends, so it loads while vLLM's tool accuracy runs, and judged last with its own gate: the image,
 # video, corrupt-media and error-code checks, the throughput smoke and one image and one video cell
-# of the media smoke (MM_SELECTION below). 95 s of checks on this machine (2026-12-05, under load);
-# its start took 193 s and 387 s there under other jobs' load (the processor warm-up on the largest
-# video its 8,192-token context holds is most of it). What the model cannot read is a record naming
-# it (fixtures/expectations/qwen2-vl-tiny-vllm-cpu.yaml); status codes, usage and streams are judged.
+# of the media smoke (MM_SELECTION below). On 2026-12-05, this block alone: ready after 117 s, the
+# checks 72 s (95 s in another run); under other jobs' load the start took up to 387 s (the processor
+# warm-up on the largest video its 8,192-token context holds is most of it), which the tool accuracy's
+# 150-170 s mostly hides. What the model cannot read is a record naming it
+# (fixtures/expectations/qwen2-vl-tiny-vllm-cpu.yaml); status codes, usage and streams are judged.
 #
 # The tool-accuracy set runs on vLLM alone, after the comparison, gated on the baseline recorded
 # from this very engine (fixtures/tool_baselines/gemma-3-270m-vllm-0.32-cpu.json), so its trigger
@@ -85,6 +86,14 @@ tokenizer=${EA_TOKENIZER:-${EA_ENGINE_HOME:-$HOME/.cache/engine-acceptance/real-
 # EA_SLO_TTFT_MS, EA_SLO_TPOT_MS and EA_SLO_E2E_MS set fixed ones instead (all four).
 mkdir -p "$out"
 stage() { printf '\n== real engines: %s (%s)\n' "$1" "$(date +%H:%M:%S)"; }
+# finish_start PID LOG NAME: wait for a server's background start, show its own lines ("ready after
+# N s"), and stop the stage if it failed.
+finish_start() {
+    local status=0
+    wait "$1" || status=$?
+    cat "$2"
+    [ "$status" -eq 0 ] || { echo "$3 did not start (exit $status)" >&2; exit 1; }
+}
 
 mm_starting=""    # the multimodal vLLM's background start (this script always starts it, and stops it)
 vllm_here=""      # this script started vLLM, so it stops it
@@ -134,12 +143,8 @@ set +e
 compared=$?
 set -e
 if [ -n "$vllm_starting" ]; then
-    # The background start's own lines ("ready after N s"), and its failure if it failed.
-    starting_status=0
-    wait "$vllm_starting" || starting_status=$?
+    finish_start "$vllm_starting" "$out/vllm-start.log" vLLM
     vllm_starting=""
-    cat "$out/vllm-start.log"
-    [ "$starting_status" -eq 0 ] || { echo "vLLM did not start (exit $starting_status)" >&2; exit 1; }
 fi
 echo "comparison of the two real engines: exit code $compared, $(( $(date +%s) - started )) s"
 [ "$compared" -eq 0 ] || { echo "the comparison did not run through (exit $compared)" >&2; exit 1; }
@@ -183,11 +188,8 @@ set +e
     --run-bundle="$out/multimodal/run-bundle"
 multimodal=$?
 set -e
-mm_status=0
-wait "$mm_starting" || mm_status=$?
+finish_start "$mm_starting" "$out/multimodal-start.log" "the multimodal vLLM"
 mm_starting=""
-cat "$out/multimodal-start.log"
-[ "$mm_status" -eq 0 ] || { echo "the multimodal vLLM did not start (exit $mm_status)" >&2; exit 1; }
 echo "the media checks on the multimodal vLLM: exit code $multimodal, $(( $(date +%s) - started )) s"
 
 stage "both gates, vLLM's tool accuracy and SLO cell, and the multimodal vLLM's gate"

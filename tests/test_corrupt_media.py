@@ -51,6 +51,14 @@ def _no_video_reason(engine_profile: EngineProfile) -> str:
             "(features.video_content_type is not set)")
 
 
+def _part_type_or_skip(part: str, engine_profile: EngineProfile) -> str:
+    """The content-part type `part` media is sent in; skips the check when the engine profile cannot say."""
+    content_type = _content_type(part, engine_profile)
+    if content_type is None:
+        pytest.skip(_no_video_reason(engine_profile))
+    return content_type
+
+
 def _media_request(content_type: str, url: str) -> dict[str, Any]:
     return {"messages": user_turn(CASES["prompt"], [media_part(content_type, url)]),
             "temperature": 0, "max_tokens": 64}
@@ -91,9 +99,7 @@ async def test_engine_keeps_serving_after_corrupt_media(chat, acceptance, engine
 @pytest.mark.parametrize("sample_id", media.CORRUPT_SAMPLES)
 async def test_corrupt_media_is_rejected_with_4xx_and_an_error_body(chat, engine_profile, sample_id: str) -> None:
     sample = media.corrupt_sample(sample_id)
-    content_type = _content_type(sample.part, engine_profile)
-    if content_type is None:
-        pytest.skip(_no_video_reason(engine_profile))
+    content_type = _part_type_or_skip(sample.part, engine_profile)
     exchange = await chat(_media_request(content_type, sample.url), stream=False, label=f"corrupt {sample_id}")
     problem = refusal_problem(exchange)
     which = "mislabelled sample" if sample.mislabelled else "corrupt sample"
@@ -106,9 +112,7 @@ async def test_more_media_than_the_engine_takes_is_refused_with_4xx_not_a_5xx(ch
     if not model_profile.has(capability):
         pytest.skip(f"the deployment does not serve {capability!r}: any {capability} is refused "
                     "(test_media_a_text_only_model_cannot_take_is_refused_with_4xx)")
-    content_type = _content_type(capability, engine_profile)
-    if content_type is None:
-        pytest.skip(_no_video_reason(engine_profile))
+    content_type = _part_type_or_skip(capability, engine_profile)
     many = CASES["many"][capability]
     parts = [media_part(content_type, media.data_uri(many["file"]))] * many["count"]
     body = {"messages": user_turn(CASES["prompt"], parts), "temperature": 0, "max_tokens": 16}
@@ -130,9 +134,7 @@ async def test_media_a_text_only_model_cannot_take_is_refused_with_4xx(chat, mod
     if model_profile.has(capability):
         pytest.skip(f"the deployment serves {capability!r} (declared or discovered): test_{capability}.py checks "
                     "what the model reads")
-    content_type = _content_type(capability, engine_profile)
-    if content_type is None:
-        pytest.skip(_no_video_reason(engine_profile))
+    content_type = _part_type_or_skip(capability, engine_profile)
     name = CASES["unsupported"][capability]
     attach_media(name)
     exchange = await chat(_media_request(content_type, media.data_uri(name)), stream=False,
