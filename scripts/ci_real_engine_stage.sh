@@ -49,6 +49,16 @@
 #   of its run one at a time (each ~20 s, 128 tokens at ~155 ms a token after a 2,048-token prompt).
 # The full command, run by hand on the same two engines, is in docs/ci-and-real-engines.md with its last result.
 #
+# The media checks run on a third server, the multimodal vLLM (scripts/multimodal_engine.sh: a tiny
+# random-weight Qwen2-VL on the same engine venv), started in the background when the comparison
+# ends, so it loads while vLLM's tool accuracy runs, and judged last with its own gate: the image,
+# video, corrupt-media and error-code checks, the throughput smoke and one image and one video cell
+# of the media smoke (MM_SELECTION below). On 2026-12-05, this block alone: ready after 117 s, the
+# checks 72 s (95 s in another run); under other jobs' load the start took up to 387 s (the processor
+# warm-up on the largest video its 8,192-token context holds is most of it), which the tool accuracy's
+# 150-170 s mostly hides. What the model cannot read is a record naming it
+# (fixtures/expectations/qwen2-vl-tiny-vllm-cpu.yaml); status codes, usage and streams are judged.
+#
 # The tool-accuracy set runs on vLLM alone, after the comparison, gated on the baseline recorded
 # from this very engine (fixtures/tool_baselines/gemma-3-270m-vllm-0.32-cpu.json), so its trigger
 # check is a regression against itself, not accuracy (the gate says so). CI sends 13 of its 319
@@ -76,7 +86,16 @@ tokenizer=${EA_TOKENIZER:-${EA_ENGINE_HOME:-$HOME/.cache/engine-acceptance/real-
 # EA_SLO_TTFT_MS, EA_SLO_TPOT_MS and EA_SLO_E2E_MS set fixed ones instead (all four).
 mkdir -p "$out"
 stage() { printf '\n== real engines: %s (%s)\n' "$1" "$(date +%H:%M:%S)"; }
+# finish_start PID LOG NAME: wait for a server's background start, show its own lines ("ready after
+# N s"), and stop the stage if it failed.
+finish_start() {
+    local status=0
+    wait "$1" || status=$?
+    cat "$2"
+    [ "$status" -eq 0 ] || { echo "$3 did not start (exit $status)" >&2; exit 1; }
+}
 
+mm_starting=""    # the multimodal vLLM's background start (this script always starts it, and stops it)
 vllm_here=""      # this script started vLLM, so it stops it
 vllm_starting=""  # the background start, while it waits for vLLM to be ready
 stop_servers() {
@@ -86,6 +105,11 @@ stop_servers() {
         wait "$vllm_starting" 2>/dev/null || true
     fi
     [ -z "$vllm_here" ] || scripts/real_engine.sh stop
+    if [ -n "$mm_starting" ]; then
+        kill "$mm_starting" 2>/dev/null || true
+        wait "$mm_starting" 2>/dev/null || true
+    fi
+    scripts/multimodal_engine.sh stop
     scripts/llama_engine.sh stop
 }
 trap stop_servers EXIT
@@ -119,15 +143,16 @@ set +e
 compared=$?
 set -e
 if [ -n "$vllm_starting" ]; then
-    # The background start's own lines ("ready after N s"), and its failure if it failed.
-    starting_status=0
-    wait "$vllm_starting" || starting_status=$?
+    finish_start "$vllm_starting" "$out/vllm-start.log" vLLM
     vllm_starting=""
-    cat "$out/vllm-start.log"
-    [ "$starting_status" -eq 0 ] || { echo "vLLM did not start (exit $starting_status)" >&2; exit 1; }
 fi
 echo "comparison of the two real engines: exit code $compared, $(( $(date +%s) - started )) s"
 [ "$compared" -eq 0 ] || { echo "the comparison did not run through (exit $compared)" >&2; exit 1; }
+
+stage "the multimodal vLLM, started in the background (scripts/multimodal_engine.sh start; its log: $out/multimodal-start.log)"
+[ -z "${EA_ENGINE_API_KEY:-}" ] || export ENGINE_API_KEY="$EA_ENGINE_API_KEY"
+scripts/multimodal_engine.sh start >"$out/multimodal-start.log" 2>&1 &
+mm_starting=$!
 
 stage "tool-call accuracy on vLLM, gated on its recorded baseline; one open-loop SLO cell"
 started=$(date +%s)
@@ -151,8 +176,24 @@ accuracy=$?
 set -e
 echo "tool accuracy and the SLO cell on vLLM: exit code $accuracy, $(( $(date +%s) - started )) s"
 
-stage "both gates, and vLLM's tool accuracy and SLO cell"
-"$python_bin" - "$out/compare" "$out/tool-accuracy/gate.json" <<'EOF'
+stage "the media checks on the multimodal vLLM (tiny random-weight Qwen2-VL)"
+started=$(date +%s)
+MM_SELECTION="image or video or corrupt_media or error_codes or throughput"
+set +e
+# --startup-timeout: the suite waits for a server still loading (the start goes on in the background).
+"$python_bin" -m pytest -p no:cacheprovider --engine-url="$(scripts/multimodal_engine.sh url)" \
+    --model="$(scripts/multimodal_engine.sh model)" -n 2 -m "$MM_SELECTION" --startup-timeout=600 \
+    --throughput-shapes=128/32@1x2 --throughput-rounds=1 --media-shapes=image-512@1x2,video-16frames@1x2 \
+    --gate-json="$out/multimodal/gate.json" --alluredir="$out/multimodal/allure-results" \
+    --run-bundle="$out/multimodal/run-bundle"
+multimodal=$?
+set -e
+finish_start "$mm_starting" "$out/multimodal-start.log" "the multimodal vLLM"
+mm_starting=""
+echo "the media checks on the multimodal vLLM: exit code $multimodal, $(( $(date +%s) - started )) s"
+
+stage "both gates, vLLM's tool accuracy and SLO cell, and the multimodal vLLM's gate"
+"$python_bin" - "$out/compare" "$out/tool-accuracy/gate.json" "$out/multimodal/gate.json" <<'EOF'
 """Every engine's verdict: the comparison itself is not a gate, each engine's run is."""
 import json
 import sys
@@ -162,12 +203,14 @@ failed = []
 gates = sorted(Path(sys.argv[1]).glob("*/acceptance/gate.json"))
 if len(gates) != 2:
     sys.exit(f"expected the gate.json of 2 engines, found {len(gates)}: {[str(g) for g in gates]}")
-gates.append(Path(sys.argv[2]))
+# The runs beside the comparison, each with its own gate: their labels.
+labels = {Path(sys.argv[2]): "vllm-cpu tool accuracy and SLO", Path(sys.argv[3]): "vllm-cpu multimodal (qwen2-vl-tiny)"}
+gates += labels
 for gate_path in gates:
     if not gate_path.is_file():
         sys.exit(f"no verdict in {gate_path}: the run stopped before writing it")
     gate = json.loads(gate_path.read_text(encoding="utf-8"))
-    engine = gate_path.parent.parent.name if gate_path.parent.name == "acceptance" else "vllm-cpu tool accuracy and SLO"
+    engine = labels.get(gate_path) or gate_path.parent.parent.name
     print(f"{engine}: GATE {gate['gate'].upper()} {gate['totals']}")
     for failure in gate.get("gate_failures") or []:
         print(f"  {failure}")

@@ -7,7 +7,9 @@ what it sent next to the model's reply, and runs streamed and not, as a trial of
 ``image`` (K samples sent together, at least READ_SHARE of them right). Where discovery found
 image input broken (answered 200 but not counted in prompt_tokens: dropped), each failure
 message leads with that finding, so a wrong colour is not mistaken for the model's; a record
-is matched without that lead (docs/profiles-and-records.md), in the words of the problem.
+is matched without that lead (docs/profiles-and-records.md), in the words of the problem. One check
+needs no reading at all: the image is counted in usage and the reply, streamed or not, completes
+(it holds for a model that cannot see, and fails for an engine that drops the part).
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import pytest
 
 from engine_acceptance.media import library as media
 from engine_acceptance.assertions import assert_no_problems, no_answer, reply_of, short
+from engine_acceptance.media.counted import media_count_problems
 from engine_acceptance.media.messages import (
     COLOR_WORDS,
     attach_media,
@@ -151,3 +154,12 @@ async def test_two_images_in_one_request_are_read_in_order(chat, stream, why: st
             f"the answer names {hues or 'no colour'} (white and black ignored): {short(answer)!r}")
 
     await trials(sample)
+
+
+async def test_the_image_is_counted_in_prompt_tokens_and_the_reply_completes(chat, stream, why: str,
+                                                                          max_tokens: int) -> None:
+    case = CASES["largest_color"]
+    name = _shown([case["cases"][0]["file"]])[0]
+    problems = await media_count_problems(chat, case["prompt"], image_part(media.data_uri(name)), what=name,
+                                          stream=stream, max_tokens=max_tokens)
+    assert_no_problems(problems, header=f"{why}the engine's handling of {name}")

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from engine_acceptance.assertions import assert_no_problems, markers_found, reply_of, short
+from engine_acceptance.assertions import assert_no_problems, markers_found, reasoning_used_up, reply_of, short
 from engine_acceptance.profiles.profile import ModelProfile
 from engine_acceptance.profiles.request_options import with_thinking_mode
 from engine_acceptance.resources import load_prompts
@@ -70,9 +70,12 @@ def _assert_json(reply: Reply, schema: dict[str, Any] | None, max_tokens: int, m
                   f"object closed; what it wrote is the start of one JSON object: {short(reply.content)!r}")
             return
         problems = [problem]
-    # Why the JSON is incomplete, not a problem of its own: it goes with every problem.
-    cut = (f"; the reply was cut at max_tokens={max_tokens} (finish_reason 'length') before the JSON was complete"
-           if reply.finish_reason == "length" else "")
+    # Why the JSON is incomplete, not a problem of its own: it goes with every problem. A reply that
+    # never left its reasoning has no JSON at all, and says so.
+    used_up = reasoning_used_up(reply)
+    cut = f"; {used_up}" if used_up else (
+        f"; the reply was cut at max_tokens={max_tokens} (finish_reason 'length') before the JSON was complete"
+        if reply.finish_reason == "length" else "")
     assert_no_problems(problems, header=f"response_format asked for {asked}, the content does not fit", detail=cut)
 
 

@@ -3,7 +3,8 @@
 The video is sent as a base64 data URI in the content part the engine profile names
 (``features.video_content_type``, e.g. ``video_url``), in each container the profile
 lists (``features.video_containers``; MP4 alone when absent). Colour words are
-matched in Chinese or English.
+matched in Chinese or English. One check needs no reading: the video is counted in usage
+and the reply, streamed or not, completes.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ from typing import Any
 import pytest
 
 from engine_acceptance.media import library as media
-from engine_acceptance.assertions import reply_of, short
+from engine_acceptance.assertions import assert_no_problems, reply_of, short
+from engine_acceptance.media.counted import media_count_problems
 from engine_acceptance.media.messages import attach_media, colors_named
 from engine_acceptance.wire.media_parts import media_part, user_turn
 from engine_acceptance.profiles.profile import EngineProfile
@@ -69,3 +71,16 @@ async def test_video_background_colors_are_listed_in_order(chat, stream, engine_
             f"{short(reply.content)!r}")
 
     await trials(sample)
+
+
+async def test_the_video_is_counted_in_prompt_tokens_and_the_reply_completes(chat, stream, engine_profile,
+                                                                          model_profile,
+                                                                          acceptance: AcceptanceSession) -> None:
+    content_type = video_content_type(engine_profile)
+    case = CASES["colors_in_order"]
+    name = case["files"]["mp4"]
+    attach_media(name)
+    problems = await media_count_problems(chat, case["prompt"], media_part(content_type, media.data_uri(name)),
+                                          what=name, stream=stream,
+                                          max_tokens=model_profile.output_budget(CASES["max_tokens"]))
+    assert_no_problems(problems, header=f"{acceptance.broken_reason('video')}the engine's handling of {name}")

@@ -429,12 +429,18 @@ def data_uri(name: str, *, mime: str | None = None) -> str:
 
 @dataclass(frozen=True)
 class CorruptSample:
-    """Media a client might send that no engine can decode."""
+    """Media a client might send that no engine should take: undecodable, or not what it says it is.
+
+    `mislabelled` samples are valid files sent as what they are not (PNG bytes in a video part,
+    a PNG whose data URL declares ``text/plain``): each decoder reads the bytes, and only the
+    label says they are wrong.
+    """
 
     id: str
     part: PartType
     url: str
     what: str
+    mislabelled: bool = False
 
 
 # (id, file, part type it is sent as, mime it is labelled with, file holds the base64 text itself)
@@ -447,11 +453,21 @@ _CORRUPT_TABLE: tuple[tuple[str, str, PartType, str, bool], ...] = (
     ("truncated-mp4", "corrupt/truncated.mp4", "video", "video/mp4", False),
     ("random-bytes-as-mp4", "corrupt/random-bytes.mp4", "video", "video/mp4", False),
 )
-CORRUPT_SAMPLES: tuple[str, ...] = tuple(row[0] for row in _CORRUPT_TABLE)
+# Valid files sent as what they are not: (id, file, part type, declared mime, what it is).
+_MISLABELLED_TABLE: tuple[tuple[str, str, PartType, str, str], ...] = (
+    ("png-bytes-as-mp4", "bordered-red-512.png", "video", "video/mp4",
+     "a valid PNG (bordered-red-512.png) sent as a video part labelled video/mp4: the bytes are no video"),
+    ("png-labelled-text-plain", "bordered-red-512.png", "image", "text/plain",
+     "a valid PNG (bordered-red-512.png) in an image part whose data URL declares text/plain, not an image type"),
+)
+CORRUPT_SAMPLES: tuple[str, ...] = tuple(row[0] for row in _CORRUPT_TABLE + _MISLABELLED_TABLE)
 
 
 def corrupt_sample(sample_id: str) -> CorruptSample:
-    """One corrupt sample of TEST-PLAN §6, with the part type it is sent as."""
+    """One corrupt or mislabelled sample of TEST-PLAN §6, with the part type it is sent as."""
+    for row_id, name, part, mime, what in _MISLABELLED_TABLE:
+        if row_id == sample_id:
+            return CorruptSample(sample_id, part, data_uri(name, mime=mime), what, mislabelled=True)
     _, name, part, mime, raw_payload = next(row for row in _CORRUPT_TABLE if row[0] == sample_id)
     what = _SPECS[name].description
     if raw_payload:

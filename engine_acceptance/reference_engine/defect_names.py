@@ -14,9 +14,9 @@ from collections.abc import Iterable
 
 from .faults import FAULTS
 
-__all__ = ["DEFECTS", "FIREWALLED_PATH", "MEDIA_DECODE_CRASH", "SLOW_FIRST_TOKEN_S", "THINKING_ON_FAILURE",
-           "THINKING_SWITCH_KWARGS", "THINKING_TEMPLATE_CRASH", "TOOL_PARSER_CRASH", "UnknownDefectError",
-           "validate_defects"]
+__all__ = ["DEFECTS", "FIREWALLED_PATH", "MEDIA_DECODE_CRASH", "MEDIA_MISMATCH_500", "SLOW_FIRST_TOKEN_S",
+           "THINKING_ON_FAILURE", "THINKING_SWITCH_KWARGS", "THINKING_TEMPLATE_CRASH", "TOOL_PARSER_CRASH",
+           "UnknownDefectError", "validate_defects"]
 
 # slow-first-token: how late the first token of every reply comes.
 SLOW_FIRST_TOKEN_S = 1.0
@@ -27,6 +27,8 @@ TOOL_PARSER_CRASH = ("Error in extracting tool call from response: JSONDecodeErr
 MEDIA_DECODE_CRASH = "Failed to load image: cannot identify image file <_io.BytesIO object at 0x7f3a2c1b9e40>"
 # tokenize-500: what a tokenize endpoint that raises answers (vLLM wraps an unexpected exception so).
 TOKENIZE_CRASH = "Internal server error: AttributeError: 'NoneType' object has no attribute 'apply_chat_template'"
+# media-mismatch-500: vLLM 0.32's answer (HTTP 500) to PNG bytes sent as a video/mp4 part (issue 40).
+MEDIA_MISMATCH_500 = "upper bound and lower bound inconsistent with step sign"
 # firewall-403: the one route a proxy in front of the engine blocks.
 FIREWALLED_PATH = "/v1/responses"
 # The chat_template_kwargs keys of the thinking switches the suite knows (its probe tries each).
@@ -50,6 +52,18 @@ DEFECTS: dict[str, str] = {
         "corrupt media is answered with HTTP 500 and an InternalServerError body instead of 400"
         " (SGLang in seed 001: PIL and TorchCodec errors wrapped as RuntimeError)"
     ),
+    "media-mismatch-500": (
+        "media whose bytes are of another kind than their part (a PNG sent as a video/mp4 part) is answered"
+        f" HTTP 500 {MEDIA_MISMATCH_500!r} instead of 400 (vLLM 0.32, issue 40); other corrupt media stays 400"
+    ),
+    "media-type-ignored": (
+        "a data URL's declared type is not checked against its part: a PNG labelled text/plain in an image"
+        " part is decoded and answered 200 (vLLM 0.32 reads the bytes and ignores the label, issue 40)"
+    ),
+    "media-limit-500": (
+        "more images or videos in one prompt than the engine takes (8 images, 2 videos) are answered HTTP 500"
+        " instead of vLLM's 400 'At most N image(s) may be provided in one prompt'"
+    ),
     "media-crash": (
         "the engine process dies while decoding corrupt media: that request gets no answer and"
         " nothing is served afterwards (the listener is gone)"
@@ -59,6 +73,10 @@ DEFECTS: dict[str, str] = {
         " bordered images, charts and video are seen correctly"
     ),
     "empty-content": "chat content is '' in every reply, streamed and not; reasoning unaffected",
+    "reasoning-never-closes": (
+        "a reply that reasons never closes its reasoning: the answer stays in the reasoning field, content is"
+        " empty, finish_reason 'length' (pretrained Gemma 3 270M under vLLM's qwen3 parser never writes </think>)"
+    ),
     "ignore-thinking-off": (
         "thinking stays on when a request turns it off (thinking_mode: disabled, enable_thinking: false):"
         " reasoning is still returned"

@@ -23,8 +23,9 @@ from typing import TYPE_CHECKING, Any
 
 from .chat_template import HISTORY_REASONING_KEYS, MEDIA_PLACEHOLDERS
 from .code_answers import hostile_function
-from .defect_names import (FIREWALLED_PATH, MEDIA_DECODE_CRASH, SLOW_FIRST_TOKEN_S, THINKING_ON_FAILURE,
-                           THINKING_SWITCH_KWARGS, THINKING_TEMPLATE_CRASH, TOKENIZE_CRASH, TOOL_PARSER_CRASH)
+from .defect_names import (FIREWALLED_PATH, MEDIA_DECODE_CRASH, MEDIA_MISMATCH_500, SLOW_FIRST_TOKEN_S,
+                           THINKING_ON_FAILURE, THINKING_SWITCH_KWARGS, THINKING_TEMPLATE_CRASH, TOKENIZE_CRASH,
+                           TOOL_PARSER_CRASH)
 from .generation import THINK_CLOSE, THINK_OPEN, Generation, Piece, ToolCallOut
 from .retrieval import corrupt_first_code, drop_middle
 from .media_facts import ImageFacts, SeenMedia
@@ -208,6 +209,10 @@ class DefectHooks:
                 reasoning=None if generation.reasoning is None else decode_each_byte(generation.reasoning))
         if "empty-content" in self.active:
             return generation.with_content("")
+        if "reasoning-never-closes" in self.active and generation.reasoning is not None:
+            # The parser never sees </think>: what would have been the answer is still reasoning at the limit.
+            return dataclasses.replace(generation, reasoning=f"{generation.reasoning}\n{generation.content}".strip(),
+                                       content="", tool_calls=(), finish_reason="length")
         return generation
 
     def usage(self, usage: dict[str, Any]) -> dict[str, Any]:
@@ -275,12 +280,22 @@ class DefectHooks:
                              f" {error.message}\n")
             sys.stderr.flush()
             os._exit(MEDIA_CRASH_EXIT_CODE)
-        if "media-500" in self.active:
-            from .protocol import RequestError  # protocol -> config -> defects: import late
+        from .protocol import RequestError  # protocol -> config -> defects: import late
 
+        if "media-500" in self.active:
             return RequestError(f"Internal server error: RuntimeError: {error.message}", status=500,
                                 err_type="InternalServerError", param=error.param)
+        if "media-mismatch-500" in self.active and error.fault == "mismatched":
+            # vLLM 0.32's words for PNG bytes in a video part (its video loader's frame arithmetic).
+            return RequestError(MEDIA_MISMATCH_500, status=500, err_type="InternalServerError", param=None)
+        if "media-limit-500" in self.active and error.fault == "over-limit":
+            return RequestError(f"Internal server error: AssertionError: {error.message}", status=500,
+                                err_type="InternalServerError", param=None)
         return error
+
+    def checks_declared_media_type(self) -> bool:
+        """Whether a data URL's declared type is checked against its part (media-type-ignored: not)."""
+        return "media-type-ignored" not in self.active
 
     # --- API contract -----------------------------------------------------------------
 

@@ -10,11 +10,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-__all__ = ["ImageFacts", "SeenMedia", "UndecodableMedia", "VideoFacts"]
+__all__ = ["ImageFacts", "MediaFault", "SeenMedia", "UndecodableMedia", "VideoFacts"]
+
+# What is wrong with refused media: bytes no decoder accepts, bytes of another kind than the part
+# (an image sent as a video), a data URL whose declared type is not the part's kind.
+MediaFault = Literal["undecodable", "mismatched", "declared-type"]
 
 
 class UndecodableMedia(ValueError):
-    """Media that no decoder accepts; the message says why, never quoting the payload."""
+    """Media the engine refuses; the message says why, never quoting the payload; `fault` says what kind."""
+
+    def __init__(self, message: str, *, fault: MediaFault = "undecodable") -> None:
+        super().__init__(message)
+        self.fault = fault
 
 
 @dataclass(frozen=True)

@@ -49,6 +49,10 @@ GREEDY_EPS = 1e-5
 # image or video part sent to a text-only model, before the media is fetched or decoded;
 # the server answers it as 400 BadRequestError with param null.
 NOT_MULTIMODAL = "{model} is not a multimodal model"
+# Media items one prompt may carry, as a vLLM deployment's --limit-mm-per-prompt sets them, and
+# vLLM 0.32's words (multimodal/processing) for one more: a 400 before anything is decoded.
+MEDIA_LIMITS = {"image": 8, "video": 2}
+OVER_MEDIA_LIMIT = "At most {limit} {kind}(s) may be provided in one prompt."
 
 
 class RequestError(Exception):
@@ -72,7 +76,12 @@ class RequestError(Exception):
 
 
 class MediaRequestError(RequestError):
-    """Client media that cannot be decoded: a 400, like vLLM (defects may change that)."""
+    """Client media the engine refuses: a 400, like vLLM (defects may change that); `fault` says what is wrong."""
+
+    def __init__(self, message: str, *, fault: str, param: str | None = "messages") -> None:
+        super().__init__(message, param=param)
+        # MediaFault's words, or "over-limit": more items of a kind than one prompt takes.
+        self.fault = fault
 
 
 # --- small typed getters -----------------------------------------------------------
@@ -245,10 +254,11 @@ class ChatRequest:
 
 
 def _validate_content(content: Any, index: int, seen_media: list[SeenMedia] | None = None,
-                      text_only_model: str | None = None) -> None:
+                      text_only_model: str | None = None, check_media_type: bool = True) -> None:
     """Check one message's content; decode its media parts into `seen_media`.
 
-    With `text_only_model` (the served name of a text-only model) any media part is refused.
+    With `text_only_model` (the served name of a text-only model) any media part is refused;
+    `check_media_type` checks each data URL's declared type against its part.
     """
     if content is None or isinstance(content, str):
         return
@@ -274,9 +284,9 @@ def _validate_content(content: Any, index: int, seen_media: list[SeenMedia] | No
             # Decoded for real, as vLLM does before the model runs: corrupt input is
             # the client's error (400), not the server's.
             try:
-                seen = perceive_part(kind, media["url"], index)
+                seen = perceive_part(kind, media["url"], index, check_declared_type=check_media_type)
             except UndecodableMedia as exc:
-                raise MediaRequestError(f"{where}: {exc}", param="messages") from None
+                raise MediaRequestError(f"{where}: {exc}", fault=exc.fault) from None
             if seen_media is not None:
                 seen_media.append(seen)
         else:
@@ -284,11 +294,12 @@ def _validate_content(content: Any, index: int, seen_media: list[SeenMedia] | No
 
 
 def _validate_messages(messages: Any, seen_media: list[SeenMedia] | None = None,
-                       text_only_model: str | None = None) -> list[dict[str, Any]]:
+                       text_only_model: str | None = None, check_media_type: bool = True) -> list[dict[str, Any]]:
     if messages is None:
         raise RequestError("Field required: 'messages'", param="messages")
     if not isinstance(messages, list) or not messages:
         raise RequestError("'messages' must be a non-empty list", param="messages")
+    _check_media_limits(messages)
     for index, message in enumerate(messages):
         if not isinstance(message, dict):
             raise RequestError(f"messages[{index}] must be an object", param="messages")
@@ -298,7 +309,7 @@ def _validate_messages(messages: Any, seen_media: list[SeenMedia] | None = None,
                 f"messages[{index}].role must be one of {', '.join(ROLE_MARKERS)}, got {role!r}",
                 param="messages",
             )
-        _validate_content(message.get("content"), index, seen_media, text_only_model)
+        _validate_content(message.get("content"), index, seen_media, text_only_model, check_media_type)
         tool_calls = message.get("tool_calls")
         if tool_calls is not None and not isinstance(tool_calls, list):
             raise RequestError(f"messages[{index}].tool_calls must be a list", param="messages")
@@ -307,6 +318,26 @@ def _validate_messages(messages: Any, seen_media: list[SeenMedia] | None = None,
                 raise RequestError(f"messages[{index}].{key} must be a string or null", param="messages")
     _check_tool_results(messages)
     return messages
+
+
+def _media_counts(messages: list[Any]) -> dict[str, int]:
+    """Media parts by kind (image, video) in the messages."""
+    counts = {"image": 0, "video": 0}
+    for message in messages:
+        content = message.get("content") if isinstance(message, dict) else None
+        for part in content if isinstance(content, list) else []:
+            kind = part.get("type") if isinstance(part, dict) else None
+            if kind in ("image_url", "video_url"):
+                counts[kind.removesuffix("_url")] += 1
+    return counts
+
+
+def _check_media_limits(messages: list[Any]) -> None:
+    """More media of a kind in one prompt than MEDIA_LIMITS allows is refused before any is decoded."""
+    counts = _media_counts(messages)
+    for kind, limit in MEDIA_LIMITS.items():
+        if counts[kind] > limit:
+            raise MediaRequestError(OVER_MEDIA_LIMIT.format(limit=limit, kind=kind), fault="over-limit", param=kind)
 
 
 def _check_tool_results(messages: list[dict[str, Any]]) -> None:
@@ -376,11 +407,11 @@ def _text_only_model(config: ReferenceEngineConfig) -> str | None:
 
 
 def parse_chat_request(
-    body: Mapping[str, Any], *, config: ReferenceEngineConfig, convention: Convention
+    body: Mapping[str, Any], *, config: ReferenceEngineConfig, convention: Convention, check_media_type: bool = True
 ) -> ChatRequest:
     model = _check_model(body, config, convention)
     seen_media: list[SeenMedia] = []
-    messages = _validate_messages(body.get("messages"), seen_media, _text_only_model(config))
+    messages = _validate_messages(body.get("messages"), seen_media, _text_only_model(config), check_media_type)
     stream, include_usage = _stream_settings(body)
     max_tokens = _max_tokens(body, "max_tokens")
     # vLLM: max_completion_tokens wins when both are given.

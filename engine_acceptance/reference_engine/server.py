@@ -340,7 +340,8 @@ class ReferenceEngine:
         return reported, messages
 
     def _prepare_chat_checked(self, body: dict[str, Any]) -> tuple[ChatRequest, ChatPrompt, list[Generation]]:
-        req = self.hooks.chat_request(parse_chat_request(body, config=self.config, convention=self.convention))
+        req = self.hooks.chat_request(parse_chat_request(body, config=self.config, convention=self.convention,
+                                                         check_media_type=self.hooks.checks_declared_media_type()))
         text = render_messages(req.messages)
         prompt_tokens = self.tokenizer.count(text)
         cached, model_messages = self._consult_prefix_cache(text, prompt_tokens, req.messages)

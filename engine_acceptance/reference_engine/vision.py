@@ -3,7 +3,9 @@
 Media parts arrive as base64 data URIs. Each is decoded for real, so input that no
 decoder accepts (truncated files, random bytes, a broken PNG body, bad base64, an
 empty file) raises :class:`UndecodableMedia`, which the protocol layer turns into a
-400. What the model "sees" is small and honest: the colour covering the largest
+400. So does media that is not what it says: a data URL declaring a type of another kind
+than its part (a PNG labelled ``text/plain`` in an image part) and bytes of another kind
+(a PNG in a video part), told by their signature before any decoder guesses. What the model "sees" is small and honest: the colour covering the largest
 area of an image, the background colour of each video frame, and, for a bar chart,
 the bar labels and values read from the glyphs of Pillow's bitmap font.
 :func:`vision_rule` answers a question about the media of the latest user turn. The decoding
@@ -81,10 +83,12 @@ def decode_data_url(url: str) -> tuple[str, bytes]:
     return match.group("mime"), data
 
 
-def perceive_part(kind: str, url: str, message_index: int) -> SeenMedia:
-    """Decode one ``image_url`` or ``video_url`` part."""
+def perceive_part(kind: str, url: str, message_index: int, *, check_declared_type: bool = True) -> SeenMedia:
+    """Decode one ``image_url`` or ``video_url`` part (its data URL's declared type checked unless told not to)."""
     if kind not in _MEDIA_KINDS:
         raise UndecodableMedia(f"the reference model cannot take {kind!r} parts")
+    if check_declared_type:
+        _check_declared_type(kind, url)
     if url.startswith("data:"):
         facts = _perceive_data_url(kind, url)
     else:
@@ -104,7 +108,35 @@ def _perceive_data_url(kind: str, url: str) -> ImageFacts | VideoFacts:
     return _perceive(kind, decode_data_url(url)[1])
 
 
+def _check_declared_type(kind: str, url: str) -> None:
+    """A data URL must declare a type of its part's kind (image/* in an image part); http(s) URLs declare none."""
+    match = _DATA_URL.fullmatch(url) if url.startswith("data:") else None
+    if match is None:
+        return  # not a data URL (fetched, or refused by decode_data_url with its own reason)
+    declared, expected = match.group("mime").strip().lower(), _MEDIA_KINDS[kind]
+    if not declared.startswith(f"{expected}/"):
+        raise UndecodableMedia(f"the data URL declares {declared or 'no type'!r}, which is no {expected}/* type, "
+                               f"for the {kind} part", fault="declared-type")
+
+
+# File signatures: (leading bytes, offset, format, kind). A PNG in a video part is told by its first bytes.
+_SIGNATURES: tuple[tuple[bytes, int, str, str], ...] = (
+    (b"\x89PNG\r\n\x1a\n", 0, "PNG", "image"), (b"\xff\xd8\xff", 0, "JPEG", "image"),
+    (b"GIF8", 0, "GIF", "image"), (b"ftyp", 4, "MP4", "video"), (b"\x1a\x45\xdf\xa3", 0, "WebM", "video"),
+)
+
+
+def _check_kind(kind: str, data: bytes) -> None:
+    """Bytes whose signature says they are of another kind than the part are refused before decoding."""
+    expected = _MEDIA_KINDS[kind]
+    for signature, offset, name, found in _SIGNATURES:
+        if data[offset:offset + len(signature)] == signature and found != expected:
+            raise UndecodableMedia(f"the bytes are {name} ({found}), not the {expected} that {kind} parts take",
+                                   fault="mismatched")
+
+
 def _perceive(kind: str, data: bytes) -> ImageFacts | VideoFacts:
+    _check_kind(kind, data)
     # Pillow, PyAV and numpy load at the first media part, not at the engine's start: most
     # engines the self-tests start never see one, and the three took most of the start's import.
     from .pixels import perceive_image, perceive_video

@@ -42,6 +42,11 @@ T0 = time.monotonic()
 BOS_ID = 2
 EOS_IDS = [1, 106]
 PAD_ID = 0
+# Gemma 3 has no reasoning tokens; vLLM's reasoning parser (scripts/real_engine.sh serves it
+# with --reasoning-parser qwen3) finds the end of the reasoning by the token </think>. Two of
+# Gemma's never-trained <unusedN> tokens get those texts, as a reasoning model's tokenizer has
+# them: one token each, not special (so they stay in the decoded text the parser reads).
+THINK_TOKENS = {6: ("<unused0>", "<think>"), 7: ("<unused1>", "</think>")}
 
 
 def log(msg: str) -> None:
@@ -81,6 +86,7 @@ def fix_tokenizer(out: Path, chat_template: str) -> None:
         ],
         "special_tokens": {"<bos>": {"id": "<bos>", "ids": [BOS_ID], "tokens": ["<bos>"]}},
     }
+    name_think_tokens(tj)
     tj_path.write_text(json.dumps(tj, ensure_ascii=False))
 
     tc_path = out / "tokenizer_config.json"
@@ -99,6 +105,17 @@ def fix_tokenizer(out: Path, chat_template: str) -> None:
     )
     tc_path.write_text(json.dumps(tc, indent=2, ensure_ascii=False) + "\n")
     (out / "chat_template.jinja").write_text(chat_template)
+
+
+def name_think_tokens(tj: dict) -> None:
+    """Rename the <unusedN> tokens of THINK_TOKENS in tokenizer.json, in place."""
+    vocab = tj["model"]["vocab"]
+    added = {token["id"]: token for token in tj["added_tokens"]}
+    for token_id, (unused, text) in THINK_TOKENS.items():
+        if vocab.get(unused) != token_id or added.get(token_id, {}).get("content") != unused:
+            raise SystemExit(f"token {token_id} is not {unused!r} in this tokenizer; cannot name it {text!r}")
+        vocab[text] = vocab.pop(unused)
+        added[token_id].update(content=text, special=False)
 
 
 def write_generation_config(out: Path) -> None:
@@ -126,6 +143,13 @@ def check(out: Path) -> None:
     expected = "<bos><start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n"
     if prompt != expected:
         raise SystemExit(f"chat template renders {prompt!r}, expected {expected!r}")
+    thinking = tok.apply_chat_template([{"role": "user", "content": "Hi"}], tokenize=False,
+                                       add_generation_prompt=True, enable_thinking=True)
+    if not thinking.endswith("<start_of_turn>model\n<think>\n"):
+        raise SystemExit(f"chat template with enable_thinking renders {thinking!r}, expected the turn to open with <think>")
+    for token_id, (_, text) in THINK_TOKENS.items():
+        if tok(text, add_special_tokens=False)["input_ids"] != [token_id]:
+            raise SystemExit(f"{text!r} is not the single token {token_id}")
 
     with safe_open(out / "model.safetensors", framework="pt") as f:
         keys = set(f.keys())
@@ -135,7 +159,7 @@ def check(out: Path) -> None:
     arch = json.loads((out / "config.json").read_text()).get("architectures")
     if arch != ["Gemma3ForCausalLM"]:
         raise SystemExit(f"unexpected architectures {arch}")
-    log(f"checked: {len(keys)} tensors, <bos> prepended, chat template renders as Gemma 3")
+    log(f"checked: {len(keys)} tensors, <bos> prepended, chat template renders as Gemma 3, <think> and </think> single tokens")
 
 
 def main() -> None:

@@ -31,6 +31,8 @@ CORRUPT = "test_corrupt_media.py::test_corrupt_media_is_rejected_with_4xx_and_an
 CORRUPT_STATUS_CHECKS = {f"{CORRUPT}[{sample}]" for sample in media.CORRUPT_SAMPLES}
 RECOVERY = "test_corrupt_media.py::test_engine_keeps_serving_after_corrupt_media"
 TEXT_ONLY_REFUSAL = "test_corrupt_media.py::test_media_a_text_only_model_cannot_take_is_refused_with_4xx"
+MANY = "test_corrupt_media.py::test_more_media_than_the_engine_takes_is_refused_with_4xx_not_a_5xx"
+MANY_CHECKS = {f"{MANY}[many-images]", f"{MANY}[many-videos]"}
 PURE_COLOR = {
     f"test_image.py::test_pure_color_image_is_named_by_its_color[{mode}-pure-{color}-512]"
     for mode in ("non-streamed", "streamed") for color in ("red", "blue")
@@ -50,7 +52,8 @@ def test_clean_engine_passes_every_media_check_and_keeps_base64_out_of_the_repor
     skipped = {test_id for test_id, outcome in outcomes.items() if outcome == "skipped"}
     # The only skips: the text-only checks, since the reference model takes images and video.
     assert skipped == {f"{TEXT_ONLY_REFUSAL}[valid-image]", f"{TEXT_ONLY_REFUSAL}[valid-video]"}
-    assert sum(1 for test_id in outcomes if test_id.startswith("test_video.py")) == 4  # mp4, webm x 2 modes
+    # mp4, webm x 2 modes, and the usage check x 2 modes
+    assert sum(1 for test_id in outcomes if test_id.startswith("test_video.py")) == 6
     report = _report_text(pytester, result)
     for name in ("chart-q1-q3.png", "bordered-red-1024.png", "video-rgb-16f.mp4"):
         payload = base64.b64encode(media.load(name)).decode("ascii")
@@ -72,9 +75,33 @@ def test_sglang_convention_refuses_corrupt_media_with_its_flat_error_body_and_di
 
 def test_media_500_fails_exactly_the_corrupt_media_status_checks(pytester: pytest.Pytester) -> None:
     result, outcomes = run_suite(pytester, *FAST, "-m", MEDIA_MARKERS, "--inject", "media-500")
-    assert failed(outcomes) == CORRUPT_STATUS_CHECKS, result.stdout.str()[-3000:]
+    # Every refusal of media is a 500: the corrupt and mislabelled samples', and more images or videos
+    # than the engine takes.
+    assert failed(outcomes) == CORRUPT_STATUS_CHECKS | MANY_CHECKS, result.stdout.str()[-3000:]
     assert outcomes[RECOVERY] == "passed"
     result.stdout.fnmatch_lines(["*corrupt sample truncated-png*server error on client data: HTTP 500*"])
+    assert result.ret == 1
+
+
+def test_mislabelled_media_and_media_over_the_limit_each_fail_their_own_check(pytester: pytest.Pytester) -> None:
+    # What issue 40 found on vLLM 0.32, one defect each: PNG bytes in a video/mp4 part answered 500
+    # (media-mismatch-500), a PNG labelled text/plain taken (media-type-ignored); and a 500 for more
+    # media than the engine takes (media-limit-500). Other corrupt media is still refused with 400.
+    result, outcomes = run_suite(pytester, *FAST, "-m", "corrupt_media", "--inject", "media-mismatch-500",
+                                 "--inject", "media-type-ignored", "--inject", "media-limit-500")
+    assert failed(outcomes) == {f"{CORRUPT}[png-bytes-as-mp4]", f"{CORRUPT}[png-labelled-text-plain]"} | MANY_CHECKS, \
+        result.stdout.str()[-3000:]
+    assert outcomes[RECOVERY] == "passed"
+    result.stdout.fnmatch_lines_random([
+        "*mislabelled sample png-bytes-as-mp4 (*), sent as video_url: server error on client data: HTTP 500*"
+        "upper bound and lower bound inconsistent with step sign*",
+        "*mislabelled sample png-labelled-text-plain (*declares text/plain*), sent as image_url: the engine "
+        "accepted it: HTTP 200*",
+        "*16 images of media/pure-red-512.png in one prompt: server error on client data: HTTP 500*At most 8 "
+        "image(s) may be provided in one prompt*",
+        "*4 videos of media/video-rgb-16f.mp4 in one prompt: server error on client data: HTTP 500*At most 2 "
+        "video(s)*",
+    ])
     assert result.ret == 1
 
 
@@ -142,7 +169,7 @@ def test_media_answered_but_dropped_is_discovered_broken_and_fails_every_image_a
     result, outcomes = run_suite(pytester, *FAST, "-m", MEDIA_MARKERS, "--profile", "generic",
                                  "--inject", "media-ignored")
     dropped = _image_and_video(outcomes)
-    assert len(dropped) == 20 and failed(outcomes) == set(dropped), result.stdout.str()[-3000:]
+    assert len(dropped) == 24 and failed(outcomes) == set(dropped), result.stdout.str()[-3000:]
     # Corrupt media is still refused: the parts are dropped after they are decoded.
     assert {outcomes[t] for t in CORRUPT_STATUS_CHECKS} == {"passed"} and outcomes[RECOVERY] == "passed"
     for capability, part in (("image", "image_url"), ("video", "video_url")):
@@ -150,6 +177,12 @@ def test_media_answered_but_dropped_is_discovered_broken_and_fails_every_image_a
         assert probe["state"] == "broken", probe
         assert f"{part} part dropped: prompt_tokens " in probe["evidence"], probe
         assert probe["evidence"].endswith(f"(the engine answered 200 but did not read the {capability})"), probe
+    # The checks that need no reading find the drop themselves: the media cost no prompt tokens.
+    result.stdout.fnmatch_lines_random([
+        "*the engine's handling of bordered-red-512.png*usage.prompt_tokens is * with bordered-red-512.png and * "
+        "without: the engine did not count the bordered-red-512.png*",
+        "*the engine's handling of video-rgb-16f.mp4*the engine did not count the video-rgb-16f.mp4*",
+    ])
     # Each failure leads with the finding, not only the colour the model could not see.
     result.stdout.fnmatch_lines([
         "*image found broken by capability discovery (pure-red-512.png: image_url part dropped: prompt_tokens * "

@@ -71,6 +71,22 @@ def test_injected_defect_fails_only_its_checks(pytester: pytest.Pytester, defect
     assert result.ret == 1
 
 
+def test_reasoning_that_never_closes_is_named_not_only_empty_content(pytester: pytest.Pytester) -> None:
+    # The real vLLM with its qwen3 parser and pretrained Gemma 3 270M (issue 40): thinking on, the model
+    # never writes </think>, so the whole reply is reasoning and content is empty. The checks say why.
+    result, outcomes = run_suite(pytester, *NO_LATENCY, "--trials=1", "-m", "thinking or text",
+                                 "-k", "enabled_mode or reasoning_arrives", "--inject", "reasoning-never-closes")
+    assert failed(outcomes) == _both("test_thinking.py::test_enabled_mode_returns_reasoning_apart_from_content") \
+        | _both("test_reasoning_separation.py::test_reasoning_arrives_in_the_reasoning_field_not_in_content"), \
+        result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines_random([
+        "*thinking enabled: the reasoning used up max_tokens (* completion tokens, finish_reason 'length') before any "
+        "answer: content is empty after * characters of reasoning*",
+        "*test_reasoning_separation.py*the reasoning used up max_tokens (*finish_reason 'length') before any answer*",
+    ])
+    assert result.ret == 1
+
+
 def test_malicious_code_is_refused_by_the_allow_list_and_never_runs(pytester: pytest.Pytester) -> None:
     if os.path.exists(HOSTILE_MARKER_PATH):
         os.remove(HOSTILE_MARKER_PATH)

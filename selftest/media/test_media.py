@@ -123,7 +123,7 @@ def _decodes_with_pyav(data: bytes) -> bool:
         return False
 
 
-@pytest.mark.parametrize("sample_id", media.CORRUPT_SAMPLES)
+@pytest.mark.parametrize("sample_id", [s for s in media.CORRUPT_SAMPLES if not media.corrupt_sample(s).mislabelled])
 def test_corrupt_sample_is_refused_by_the_decoders_themselves(sample_id: str) -> None:
     sample = media.corrupt_sample(sample_id)
     payload = sample.url.split(",", 1)[1]
@@ -136,6 +136,20 @@ def test_corrupt_sample_is_refused_by_the_decoders_themselves(sample_id: str) ->
     assert not decodes(data), f"{sample_id} decodes fine: it is not corrupt"
     with pytest.raises(UndecodableMedia):
         perceive_part(f"{sample.part}_url", sample.url, 0)
+
+
+@pytest.mark.parametrize("sample_id", [s for s in media.CORRUPT_SAMPLES if media.corrupt_sample(s).mislabelled])
+def test_mislabelled_sample_decodes_and_only_its_label_is_wrong(sample_id: str) -> None:
+    sample = media.corrupt_sample(sample_id)
+    data = base64.b64decode(sample.url.split(",", 1)[1], validate=True)
+    assert _decodes_with_pillow(data), f"{sample_id} is not a valid image: it would be a corrupt sample"
+    with pytest.raises(UndecodableMedia) as refused:
+        perceive_part(f"{sample.part}_url", sample.url, 0)
+    assert refused.value.fault in ("mismatched", "declared-type")
+    # The label alone: with its declared type not checked (media-type-ignored), the PNG labelled
+    # text/plain is seen as the image it is; PNG bytes in a video part are still no video.
+    if sample.part == "image":
+        assert perceive_part("image_url", sample.url, 0, check_declared_type=False).kind == "image"
 
 
 def test_invalid_base64_is_invalid_for_lenient_decoders_too() -> None:
