@@ -22,6 +22,7 @@ from engine_acceptance.wire.types import ClientTimeouts, EngineTarget
 from engine_acceptance.profiles.profile import EngineProfile, ModelProfile, load_engine_profile, load_model_profile
 from engine_acceptance.wire.readiness import EngineInfo
 from engine_acceptance.wire.redaction import Redactor
+from engine_acceptance.wire.tokenize_api import TokenizeApi
 
 __all__ = ["AcceptanceSession", "ReferenceTarget"]
 
@@ -103,15 +104,25 @@ class AcceptanceSession:
 
     @property
     def tokenize_endpoint(self) -> str | None:
-        """The engine's tokenize path, or None when it has none: read this, not the engine profile.
+        """The engine's tokenize path, or None when it has none: read this, not the engine profile."""
+        api = self.tokenize_api
+        return api.endpoint if api is not None else None
+
+    @property
+    def tokenize_api(self) -> TokenizeApi | None:
+        """The engine's tokenize route and the body it takes, or None when it has none.
 
         A probe's answer wins over the engine profile's claim: a generic server may have
-        /tokenize, and a vLLM behind a gateway may not expose it.
+        /tokenize, and a vLLM behind a gateway may not expose it. The body is the engine
+        profile's (``features.tokenize_body``), as the probe sent it.
         """
         probe = self.discovery.probes.get("tokenize") if self.discovery is not None else None
         if probe is not None and probe.state != "not_probed":
-            return probe.settings.get("endpoint") if probe.state == "served" else None
-        return self.engine_profile.tokenize_endpoint
+            if probe.state != "served":
+                return None
+            return TokenizeApi(probe.settings["endpoint"], probe.settings.get("body") or self.engine_profile.tokenize_body)
+        endpoint = self.engine_profile.tokenize_endpoint
+        return TokenizeApi(endpoint, self.engine_profile.tokenize_body) if endpoint else None
 
     @property
     def reasoning_expected(self) -> bool:

@@ -47,6 +47,7 @@ import aiohttp
 from aiohttp.client_proto import ResponseHandler
 
 from engine_acceptance.wire.client import IDLE_CONNECTION_REUSE_S
+from engine_acceptance.wire.tokenize_api import TokenizeApi
 from engine_acceptance.wire.types import EngineTarget
 from engine_acceptance.load.arrivals import sleep_until
 from engine_acceptance.load.metrics import (
@@ -175,13 +176,15 @@ class PromptIds:
         return " ".join(rng.choice(_WORDS) for _ in range(words))
 
     @classmethod
-    async def from_engine(cls, target: EngineTarget, tokenize_path: str, *, min_tokens: int,
+    async def from_engine(cls, target: EngineTarget, tokenize: TokenizeApi | str, *, min_tokens: int,
                           seed: int | None = None) -> "PromptIds":
-        """Tokenize a generated text with the engine's own ``/tokenize`` (no special tokens)."""
+        """Tokenize a generated text with the engine's own ``/tokenize`` (no special tokens), in the body it takes."""
         seed = random.randrange(1 << 30) if seed is None else seed
         text = cls.corpus_text(min_tokens + 1024, seed)
+        api = tokenize if isinstance(tokenize, TokenizeApi) else TokenizeApi(tokenize)
+        tokenize_path = api.endpoint
         url = target.base_url.rstrip("/") + tokenize_path
-        body = {"model": target.model, "prompt": text, "add_special_tokens": False}
+        body = api.text_request(target.model, text)
         timeout = aiohttp.ClientTimeout(total=target.timeouts.total, sock_connect=target.timeouts.connect)
         async with aiohttp.ClientSession(timeout=timeout) as session:
             try:

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tokenizers import Tokenizer
 
 from engine_acceptance.wire import http
+from engine_acceptance.wire.tokenize_api import TokenizeApi
 from engine_acceptance.wire.types import EngineTarget
 from engine_acceptance.errors import EngineAcceptanceError
 
@@ -144,19 +145,22 @@ class LocalTokenCounter:
 
 
 class ServerTokenCounter:
-    """Counts with the engine's ``/tokenize`` endpoint (synchronous HTTP, :func:`~engine_acceptance.wire.http.run_sync`).
+    """Counts with the engine's tokenize endpoint (synchronous HTTP, :func:`~engine_acceptance.wire.http.run_sync`).
 
-    It holds no connection between calls: each call opens a session, sends its requests one
-    after another, each on a connection of its own, and closes it.
+    ``api`` says the route and the body it takes (:class:`~engine_acceptance.wire.tokenize_api.TokenizeApi`:
+    vLLM's ``{"prompt"}`` or llama-server's ``{"content"}``); a bare path means vLLM's shape. It holds
+    no connection between calls: each call opens a session, sends its requests one after another,
+    each on a connection of its own, and closes it.
     """
 
     kind = "server"
     # Each piece is one HTTP request: bigger pieces, fewer round trips.
     preferred_chunk_chars = 64 * 1024
 
-    def __init__(self, target: EngineTarget, endpoint: str) -> None:
+    def __init__(self, target: EngineTarget, api: TokenizeApi | str) -> None:
         self.target = target
-        self.endpoint = endpoint
+        self.api = api if isinstance(api, TokenizeApi) else TokenizeApi(api)
+        self.endpoint = self.api.endpoint
 
     def describe(self) -> str:
         return f"server POST {self.endpoint} at {self.target.base_url}"
@@ -165,47 +169,47 @@ class ServerTokenCounter:
         return self.count_many([text])[0]
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
-        return self._post_all([{"model": self.target.model, "prompt": text, "add_special_tokens": False}
-                               for text in texts])
+        return self._post_all([(self.endpoint, self.api.text_request(self.target.model, text)) for text in texts])
+
+    def count_completion_prompt(self, text: str) -> int:
+        """Tokens of a ``/v1/completions`` prompt as that route counts it (special tokens added, a BOS)."""
+        return self._post_all([(self.endpoint, self.api.completions_request(self.target.model, text))])[0]
 
     def count_conversation(self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True) -> int:
         """Tokens of the conversation as the engine's chat template renders it for a reply."""
-        return self._post({"model": self.target.model, "messages": list(messages),
-                           "add_generation_prompt": add_generation_prompt})
+        return self._post_all([self.api.conversation_request(self.target.model, messages,
+                                                             add_generation_prompt=add_generation_prompt)])[0]
 
-    def _post(self, body: dict[str, Any]) -> int:
-        return self._post_all([body])[0]
-
-    def _post_all(self, bodies: Sequence[dict[str, Any]]) -> list[int]:
-        """The count of each body, in order, from requests sent one after another on one loop."""
-        if not bodies:
+    def _post_all(self, requests: Sequence[tuple[str, dict[str, Any]]]) -> list[int]:
+        """The count of each (path, body), in order, from requests sent one after another on one loop."""
+        if not requests:
             return []
-        url = self.target.base_url.rstrip("/") + self.endpoint
+        base = self.target.base_url.rstrip("/")
 
         async def send() -> list[int]:
             async with _session(self.target) as client:
                 # No redirect followed: aiohttp would send a redirected POST on as a GET.
-                return [self._count_in(await http.fetch(client, "POST", url, json_body=body, follow_redirects=False))
-                        for body in bodies]
+                return [self._count_in(path, await http.fetch(client, "POST", base + path, json_body=body,
+                                                              follow_redirects=False))
+                        for path, body in requests]
 
         return http.run_sync(send)
 
-    def _count_in(self, answer: http.Answer) -> int:
+    @staticmethod
+    def _count_in(path: str, answer: http.Answer) -> int:
         if answer.status is None:
-            raise TokenCountError(f"POST {self.endpoint} failed: {answer.error}")
+            raise TokenCountError(f"POST {path} failed: {answer.error}")
         if answer.status != 200:
-            raise TokenCountError(f"POST {self.endpoint} answered HTTP {answer.status}: {answer.text()[:300]}")
+            raise TokenCountError(f"POST {path} answered HTTP {answer.status}: {answer.text()[:300]}")
         try:
             data = json.loads(answer.body)
         except ValueError as exc:
-            raise TokenCountError(f"POST {self.endpoint} answered non-JSON: {answer.text()[:300]}") from exc
-        count = data.get("count") if isinstance(data, dict) else None
-        if isinstance(count, int):
-            return count
-        tokens = data.get("tokens") if isinstance(data, dict) else None
-        if isinstance(tokens, list):
-            return len(tokens)
-        raise TokenCountError(f"POST {self.endpoint} answer has neither 'count' nor 'tokens': {answer.text()[:300]}")
+            raise TokenCountError(f"POST {path} answered non-JSON: {answer.text()[:300]}") from exc
+        count = TokenizeApi.count_in(data)
+        if count is None:
+            raise TokenCountError(f"POST {path} answer has no 'count', 'input_tokens' or 'tokens': "
+                                  f"{answer.text()[:300]}")
+        return count
 
 
 def _session(target: EngineTarget) -> aiohttp.ClientSession:
