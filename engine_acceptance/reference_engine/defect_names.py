@@ -185,6 +185,13 @@ DEFECTS: dict[str, str] = {
         " rendered: no placeholder tokens in usage.prompt_tokens, and the answer is made as if no media was"
         " sent (llama.cpp's server 0.3.36 with a GGUF and no CLIP model)"
     ),
+    # A misconfigured chat template (issue 40): llama.cpp's llama-server started with --jinja --chat-template gemma
+    # renders the literal word, 3 prompt tokens for a 2,700-character message.
+    "template-drops-messages": (
+        "the chat template renders each turn's role marker but not its content, so usage.prompt_tokens and"
+        " /tokenize's count of a conversation are a handful of tokens whatever the messages hold (the model"
+        " still answers the messages)"
+    ),
     # Intermittent faults (issue 17): what one sample cannot see, a rate over hundreds can.
     "tool-args-intermittent": (
         "3% of tool calls (every 33rd, counted across the engine's replies) have their arguments cut mid-JSON,"

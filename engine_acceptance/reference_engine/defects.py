@@ -116,6 +116,12 @@ class DefectHooks:
                     if isinstance(message.get("content"), list) else message for message in req.messages]
         return dataclasses.replace(req, messages=messages, media=())
 
+    def template_messages(self, messages: Sequence[Any]) -> Sequence[Any]:
+        """The conversation as the chat template renders it into the prompt usage and /tokenize count."""
+        if "template-drops-messages" in self.active:
+            return [{"role": message["role"], "content": ""} for message in messages]
+        return messages
+
     def prompt_messages(self, messages: Sequence[Any]) -> Sequence[Any]:
         """The conversation as the model reads it (usage still counts what was sent)."""
         if "drop-middle" in self.active:

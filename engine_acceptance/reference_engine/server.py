@@ -293,7 +293,7 @@ class ReferenceEngine:
 
     def _prepare_chat_checked(self, body: dict[str, Any]) -> tuple[ChatRequest, int, list[Generation]]:
         req = self.hooks.chat_request(parse_chat_request(body, config=self.config, convention=self.convention))
-        prompt_tokens = self.tokenizer.count(render_messages(req.messages))
+        prompt_tokens = self.tokenizer.count(render_messages(self.hooks.template_messages(req.messages)))
         budget = output_budget(prompt_tokens, self.hooks.max_tokens(req.max_tokens, req.raw), self.config.max_model_len)
         thinking = self.hooks.thinking(
             decide_thinking(req.chat_template_kwargs, req.reasoning_effort, self.convention), req.raw
@@ -610,7 +610,8 @@ class ReferenceEngine:
     def _tokenize(self, body: dict[str, Any]) -> dict[str, Any]:
         req = parse_tokenize_request(body, config=self.config, convention=self.convention)
         if req.messages is not None:
-            text = render_messages(req.messages, add_generation_prompt=req.add_generation_prompt)
+            text = render_messages(self.hooks.template_messages(req.messages),
+                                   add_generation_prompt=req.add_generation_prompt)
         else:
             text = req.prompt or ""
         ids = self.tokenizer.encode(text)

@@ -52,6 +52,10 @@ if TYPE_CHECKING:
     import aiohttp
 
 __all__ = [
+    "MAX_CHARS_PER_TOKEN",
+    "TEXT_NOT_COUNTED",
+    "TextNotCounted",
+    "text_not_counted",
     "CharacterCounter",
     "LocalTokenCounter",
     "PromptAccounting",
@@ -71,6 +75,36 @@ LOCAL_BATCH_CHARS = 64 * 1024
 
 class TokenCountError(EngineAcceptanceError):
     """A count could not be made: unreadable tokenizer file, or /tokenize refused."""
+
+
+class TextNotCounted(TokenCountError):
+    """The engine's counts leave the prompt's text out: the chat template or the prompt is broken.
+
+    Raised by :func:`calibrate` when a longer text is counted no more tokens than a shorter
+    one, or fewer than one token per :data:`MAX_CHARS_PER_TOKEN` characters: no tokenizer
+    makes that of prose, so what the engine counted is not the text (a chat template that
+    drops the message renders a handful of tokens whatever the message holds).
+    """
+
+
+# No tokenizer packs more characters than this into its tokens on average over prose (English
+# runs about 4, Chinese about 1.5): a text counted sparser than that is not in what was counted.
+MAX_CHARS_PER_TOKEN = 16
+# The words every such finding starts with: what is wrong, before the figures.
+TEXT_NOT_COUNTED = "the chat template or the prompt is broken"
+
+
+def text_not_counted(count: int, text_tokens: int, *, counted: str, text: str) -> str | None:
+    """The problem when ``count`` (usage, or the engine's count of the conversation) holds under half the text.
+
+    A rendered conversation holds its messages' text and adds markers around it, so it counts at
+    least the text's tokens; under half of them means the template (or whatever built the prompt)
+    left the message out. None when the count is plausible.
+    """
+    if count * 2 >= text_tokens:
+        return None
+    return (f"{TEXT_NOT_COUNTED}: {counted} is {count:,} tokens but {text} alone counts {text_tokens:,}: "
+            f"the message text is not in what the engine counted")
 
 
 class TokenCounter(Protocol):
@@ -254,6 +288,18 @@ class PromptAccounting:
     # The engine's count of the rendered conversation, when it has a tokenize endpoint.
     conversation_tokens: int | None = None
 
+    def _text_left_out(self) -> list[str]:
+        """The counts that hold under half of the text's tokens (the template or the prompt dropped it)."""
+        text = f"the message text ({self.text_counted_with})"
+        found = []
+        if self.usage_prompt_tokens is not None:
+            found.append(text_not_counted(self.usage_prompt_tokens, self.text_tokens, counted="usage.prompt_tokens",
+                                          text=text))
+        if self.conversation_tokens is not None and self.conversation_tokens != self.usage_prompt_tokens:
+            found.append(text_not_counted(self.conversation_tokens, self.text_tokens,
+                                          counted="the engine's own count of the conversation", text=text))
+        return [problem for problem in found if problem]
+
     @property
     def difference(self) -> int | None:
         """usage.prompt_tokens minus the count it is compared with."""
@@ -270,6 +316,8 @@ class PromptAccounting:
                 f"/tokenize counts {self.server_text_tokens} ({self.server_text_tokens - self.text_tokens:+d}): "
                 f"--tokenizer is not the served model's tokenizer")
         usage, difference = self.usage_prompt_tokens, self.difference
+        left_out = self._text_left_out()
+        problems += left_out
         if usage is None or difference is None:
             problems.append("the reply has no usage.prompt_tokens to compare")
         elif self.conversation_tokens is not None:
@@ -277,7 +325,7 @@ class PromptAccounting:
                 problems.append(
                     f"usage.prompt_tokens is {usage} but the engine's own /tokenize counts {self.conversation_tokens} "
                     f"for the same conversation: {difference:+d} tokens (tolerance {self.tolerance})")
-        elif not 0 <= difference <= self.template_tokens_max:
+        elif not left_out and not 0 <= difference <= self.template_tokens_max:
             problems.append(
                 f"usage.prompt_tokens is {usage} and the message text counts {self.text_tokens}: the chat template "
                 f"would add {difference:+d} tokens, outside the declared 0..{self.template_tokens_max}")
@@ -391,8 +439,11 @@ def calibrate(target: EngineTarget, *, path: str, make_body: Callable[[str], Map
 
     The slope between the two is the text's tokens per character, the intercept what
     every prompt adds beyond that rate (the engine's BOS or chat template, and any part
-    both samples share). When the engine reports no usage, or the figures make no sense,
-    ``fallback`` is returned with the reason in its ``how``.
+    both samples share). When the engine reports no usage, ``fallback`` is returned with
+    the reason in its ``how``. When its counts leave the text out (the longer sample counted
+    no more tokens than the shorter, or under one token per :data:`MAX_CHARS_PER_TOKEN`
+    characters), that is a finding, not a calibration: :class:`TextNotCounted` says the chat
+    template or the prompt is broken, with the figures.
     """
     first, last = samples[0], samples[-1]
     try:
@@ -402,10 +453,12 @@ def calibrate(target: EngineTarget, *, path: str, make_body: Callable[[str], Map
                              f"{fallback.how}: the calibration requests gave no count ({exc})")
     (short_chars, short_tokens), (long_chars, long_tokens) = points
     slope = (long_tokens - short_tokens) / (long_chars - short_chars) if long_chars != short_chars else 0.0
-    if slope <= 0:
-        return TokenEstimate(fallback.tokens_per_char, fallback.added_tokens, False,
-                             f"{fallback.how}: the calibration made no sense ({short_chars} characters counted "
-                             f"{short_tokens} tokens, {long_chars} counted {long_tokens})")
+    if slope <= 0 or long_tokens * MAX_CHARS_PER_TOKEN < long_chars:
+        raise TextNotCounted(
+            f"{TEXT_NOT_COUNTED}: the engine's usage.prompt_tokens counted {short_tokens:,} tokens for a "
+            f"{short_chars:,}-character text and {long_tokens:,} for {long_chars:,} characters (POST /v1{path}): "
+            f"the text is not in what the engine counted (no tokenizer makes fewer than one token of "
+            f"{MAX_CHARS_PER_TOKEN} characters of prose, nor fewer tokens of a longer text)")
     added = round(short_tokens - slope * short_chars)
     return TokenEstimate(slope, added, True,
                          f"calibrated with the engine's usage.prompt_tokens: {short_chars:,} characters counted "
