@@ -162,6 +162,9 @@ def test_a_single_problem_is_matched_in_the_whole_message_as_before(tmp_path: Pa
     assert judge(records, failure, _as_pytest_shows(failure)) == (records, None)
 
 
+# What llama-server b11312 answers an image part without an mmproj (the body as the checks print it).
+LLAMA_SERVER_NO_IMAGE = ('{"code": 500, "message": "image input is not supported - hint: if this is unexpected, you may '
+                         'need to provide the mmproj", "type": "server_error"}')
 # Each shipped record against a failure worded as its check words it (tests/), and against
 # failures of the same check the record must not cover. Gemma and MiniMax cannot run here:
 # these messages follow the assertions' f-strings and the records' `evidence`.
@@ -395,6 +398,116 @@ SHIPPED = {
     "gemma3-270m-llamacpp.yaml#2": (
         "AssertionError: no Python code defining unique_sorted in the reply: '编写Python函数unique_sorted(values)…'",
         ["AssertionError: the code fails the allow-list and was not run: imports are not allowed"]),
+    # llama.cpp's own llama-server b11312 (the second real engine since issue 40): messages as its run of
+    # 2026-12-05 printed them, after the discovery lead a broken capability's checks start with.
+    "llama-server-b11312-contract.yaml#0": (
+        "image found broken by capability discovery (pure-red-512.png: HTTP 500: image input is not supported - "
+        "hint: if this is unexpected, you may need to provide the mmproj); non-streamed request to "
+        "http://127.0.0.1:8051/v1/chat/completions failed: HTTP 500: " + LLAMA_SERVER_NO_IMAGE,
+        ["image found broken by capability discovery (pure-red-512.png: HTTP 500: image input is not supported - "
+         "hint: if this is unexpected, you may need to provide the mmproj); non-streamed request to "
+         "http://h/v1/chat/completions failed: HTTP 500: {\"code\": 500, \"message\": \"boom\"}",
+         "AssertionError: pure-red-512.png is one single colour, red (红/紅/red); the answer names ['black']: '1. 黑色'"]),
+    "llama-server-b11312-contract.yaml#1": (
+        "video found broken by capability discovery (video-rgb-16f.mp4: HTTP 500: video input is not supported - "
+        "hint: if this is unexpected, you may need to provide the mmproj); streamed request to "
+        "http://127.0.0.1:8051/v1/chat/completions failed: HTTP 500: "
+        + LLAMA_SERVER_NO_IMAGE.replace("image", "video"),
+        ["Failed: streamed request to http://h/v1/chat/completions failed: HTTP 500: {\"message\": \"boom\"}",
+         "AssertionError: the background colours in order are red, green, blue; the answer names ['red']: 'red'"]),
+    "llama-server-b11312-contract.yaml#2": (
+        "AssertionError: corrupt sample truncated-png (the first half of bordered-red-512.png), sent as image_url: "
+        "server error on client data: HTTP 500, body " + LLAMA_SERVER_NO_IMAGE,
+        ["AssertionError: corrupt sample truncated-png (the first half of bordered-red-512.png), sent as image_url: "
+         "server error on client data: HTTP 500, body {\"message\": \"Failed to load image\"}",
+         "AssertionError: corrupt sample truncated-png (the first half of bordered-red-512.png), sent as image_url: "
+         "the engine accepted it: HTTP 200"]),
+    "llama-server-b11312-contract.yaml#3": (
+        "image found broken by capability discovery (pure-red-512.png: HTTP 500: image input is not supported - "
+        "hint: if this is unexpected, you may need to provide the mmproj); an image at a URL the engine cannot "
+        "fetch: server error on client data: HTTP 500, body " + LLAMA_SERVER_NO_IMAGE,
+        ["AssertionError: an image at a URL the engine cannot fetch: server error on client data: HTTP 500, body "
+         "{\"message\": \"Failed to fetch image\"}",
+         "AssertionError: an image at a URL the engine cannot fetch: the engine accepted it: HTTP 200, content 'x'"]),
+    "llama-server-b11312-contract.yaml#4": (
+        "image found broken by capability discovery (pure-red-512.png: HTTP 500: image input is not supported - "
+        "hint: if this is unexpected, you may need to provide the mmproj); image-512@1: 2/2 measured requests "
+        "failed: http_500 x2 (e.g. application/json: {\"error\":{\"code\":500,\"message\":\"image input is not "
+        "supported - hint: if this is unexpected, you may need to provide the mmproj\",\"type\":\"server_error\"}})",
+        ["AssertionError: image-512@1: 2/2 measured requests failed: connection x2 (e.g. ServerDisconnectedError)",
+         "AssertionError: replies named the wrong colours under load, e.g. named no colour instead of red"]),
+    "llama-server-b11312-contract.yaml#5": (
+        "AssertionError: a message without a role: server error on client data: HTTP 500, body {\"code\": 500, "
+        "\"message\": \"Failed to parse messages: Missing 'role' in message: {\\\"content\\\":\\\"hello\\\"}\", "
+        "\"type\": \"server_error\"}",
+        ["AssertionError: a message without a role: server error on client data: HTTP 500, body {\"message\": \"x\"}",
+         "AssertionError: a message without a role: the engine accepted it: HTTP 200, content 'hello'"]),
+    "llama-server-b11312-contract.yaml#6": (
+        "AssertionError: temperature -1: the engine accepted it: HTTP 200, content 'Say hello. mendatanguser'",
+        ["AssertionError: temperature -1: server error on client data: HTTP 500, body {}",
+         "AssertionError: max_tokens 0: the engine accepted it: HTTP 200, content 'Say'"]),
+    "llama-server-b11312-contract.yaml#7": (
+        "Failed: max_tokens 0: the engine accepted it (HTTP 200), so there is no error body to read",
+        ["AssertionError: max_tokens 0: server error on client data: HTTP 500, body {}",
+         "AssertionError: temperature -1: the engine accepted it: HTTP 200, content 'x'"]),
+    "llama-server-b11312-contract.yaml#8": (
+        "AssertionError: a tool result that answers no tool call: the engine accepted it: HTTP 200, content "
+        "'Say hello. mendatang\\n{}\".futuremodel'",
+        ["AssertionError: a tool result that answers no tool call: server error on client data: HTTP 500",
+         "AssertionError: temperature -1: the engine accepted it: HTTP 200, content 'x'"]),
+    "llama-server-b11312-contract.yaml#9": (
+        "AssertionError: 3 choices each cut at max_tokens=12 are 36 completion tokens, usage.completion_tokens says "
+        "12\nassert 12 == (3 * 12)",
+        ["AssertionError: 3 choices each cut at max_tokens=12 are 36 completion tokens, usage.completion_tokens says "
+         "24",
+         "AssertionError: n=3 asks for 3 choices indexed 0..2, the reply has 1 with indexes [0]"]),
+    "llama-server-b11312-contract.yaml#10": (
+        "AssertionError: tool_choice forces get_weather, yet no call was made (content: '用一句话介绍北京。 "
+        "mendatang\\n向来(北京)…')\nassert []",
+        ["AssertionError: tool_choice forces get_weather, the reply calls ['other']",
+         "Failed: non-streamed request to http://h/v1/chat/completions failed: HTTP 500: {}"]),
+    "llama-server-b11312-contract.yaml#11": (
+        "AssertionError: tool_choice names get_weather, yet the response has no function_call item (message; status "
+        "'completed'; output_text 'What is the weather in Paris right now? Use the tool. mendatang…')\nassert []",
+        ["AssertionError: function_call.arguments: arguments are not JSON (Unterminated string): '{'",
+         "Failed: non-streamed request to http://h/v1/responses failed: HTTP 500: {}"]),
+    "gemma3-270m-llama-server.yaml#0": (
+        "AssertionError: expected 703 in the answer, got '计算 19×37，只输出结果。icional\\n下次…'\nassert 703 in [19, 37]",
+        ["Failed: streamed request to http://h/v1/chat/completions failed: HTTP 500: {'message': 'boom'}"]),
+    "gemma3-270m-llama-server.yaml#1": (
+        "AssertionError: turn 2 should repeat the codename 'jade-628' from turn 1, got '请记住本次对话的代号：jade-631。'",
+        ["Failed: non-streamed request to http://h/v1/chat/completions failed: timeout: no byte for 60 s"]),
+    "gemma3-270m-llama-server.yaml#2": (
+        "AssertionError: no Python code defining unique_sorted in the reply: '编写Python函数unique_sorted(values)…'",
+        ["AssertionError: the code fails the allow-list and was not run: imports are not allowed"]),
+    "gemma3-270m-llama-server.yaml#3": (
+        "AssertionError: expected parallel calls for 广州, 北京 in one turn, got no tool calls (content: '请在本轮同时调用"
+        " get_weather 查询广州和北京的天气，不要猜测结果。 mendatang…')\nassert 0 >= 2",
+        ["AssertionError: expected parallel calls for 广州, 北京 in one turn, got get_weather({\"city\": \"广州\"})"]),
+    "gemma3-270m-llama-server.yaml#4": (
+        "AssertionError: no tool calls to check (content: '请在本轮同时调用 get_weather…')\nassert []",
+        ["AssertionError: function_call.arguments: arguments are not JSON (Expecting value): '{city'"]),
+    "gemma3-270m-llama-server.yaml#5": (
+        "AssertionError: non-streamed request to http://127.0.0.1:8051/v1/chat/completions failed: HTTP 400: "
+        "{\"code\": 400, \"message\": \"Unable to generate parser for this template. Automatic parser generation "
+        "failed: \\n------------\\nWhile executing CallExpression at line 15, column 27 in source:\\n...% 2 == 0) "
+        "-%}↵        {{ raise_exception(\\\"Conversation roles must alternate user...\"}",
+        ["AssertionError: non-streamed request to http://h/v1/chat/completions failed: HTTP 400: {\"message\": "
+         "\"Unable to generate parser for this template.\"}",
+         "AssertionError: the final answer does not use the tool results for 广州 (stub results: {}): ''"]),
+    "gemma3-270m-llama-server.yaml#6": (
+        "AssertionError: asked for the key jade-10-1-…: the code at 10% depth, jade-10-1-435121, is missing "
+        "(the reply was cut at max_tokens); the answer was '<document>\\n<document>…'",
+        ["AssertionError: asked for the key jade-50-1-…: the code at 50% depth is wrong: jade-50-1-259921 instead "
+         "of jade-50-1-259920 (character 16 is '1', expected '0'); the answer was 'jade-50-1-259921'"]),
+    "gemma3-270m-llama-server.yaml#7": (
+        "AssertionError: the document has no key jade-30-2-…, so the answer must be NOT_FOUND; it was "
+        "'<document>…' (the reply was cut at max_tokens)",
+        ["Failed: the 1,024-token recall request failed after 60.0 s: timeout: no byte for 60 s"]),
+    "gemma3-270m-llama-server.yaml#8": (
+        "AssertionError: the answer holds no JSON object (the reply was cut at max_tokens): '下面 <document>…'",
+        ["AssertionError: in a 1,024-token prompt: the code at 10% depth, jade-10-0-123456, is missing; the answer "
+         "was '{}'"]),
     "seed-001-media.yaml#0": (
         "AssertionError: pure-red-512.png is one single colour, red (红/紅/red); the answer names ['black']: '1. 黑色'",
         ["AssertionError: pure-red-512.png is one single colour, red (红/紅/red); the answer names ['white']: '白色'",
