@@ -19,7 +19,8 @@ from typing import Any
 from engine_acceptance.capabilities.discovery import Discovery
 from engine_acceptance.capabilities.plan import CapabilityPlan, effective_profile, plan_capabilities
 from engine_acceptance.wire.types import ClientTimeouts, EngineTarget
-from engine_acceptance.profiles.profile import EngineProfile, ModelProfile, load_engine_profile, load_model_profile
+from engine_acceptance.profiles.profile import (METRIC_GAUGES, EngineProfile, ModelProfile, load_engine_profile,
+                                                load_model_profile)
 from engine_acceptance.wire.readiness import EngineInfo
 from engine_acceptance.wire.redaction import Redactor
 from engine_acceptance.wire.tokenize_api import TokenizeApi
@@ -75,6 +76,7 @@ class AcceptanceSession:
         probe = self.discovery.probes.get("tokenize") if self.discovery is not None else None
         if probe is not None:
             facts.append(f"tokenize: {probe.state.replace('_', ' ')} ({probe.evidence})")
+        facts.append(self._metrics_fact())
         declared = self.declared_profile.context_length
         advertised = self.engine.max_model_len
         facts.append("context: " + ", ".join([
@@ -82,6 +84,15 @@ class AcceptanceSession:
             f"model profile {self.declared_profile.name!r} declares none",
             f"the engine advertises {advertised:,} (max_model_len)" if advertised else "the engine advertises none"]))
         return facts
+
+    def _metrics_fact(self) -> str:
+        """Where the cancellation and soak checks read the engine's Prometheus gauges, as the engine profile says."""
+        profile = self.engine_profile
+        endpoint = profile.features.get("metrics_endpoint")
+        if not endpoint:
+            return f"metrics: none (engine profile {profile.name!r} names no metrics_endpoint)"
+        gauges = [f"{gauge} {names[0]}" for gauge in METRIC_GAUGES if (names := profile.metric_names(gauge))]
+        return f"metrics: GET {endpoint} (engine profile {profile.name!r}: {', '.join(gauges) or 'no gauge named'})"
 
     def skip_reason(self, capability: str) -> str:
         """Why the checks of a capability that is not tested are skipped."""
