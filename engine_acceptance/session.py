@@ -66,8 +66,9 @@ class AcceptanceSession:
         plans = plan_capabilities(self.declared_profile, self.discovery, self.required, self.stated_not_served)
         object.__setattr__(self, "plans", plans)
         object.__setattr__(self, "model_profile", effective_profile(self.declared_profile, plans, self.discovery))
-        object.__setattr__(self, "target", EngineTarget(base_url=self.engine.url, model=self.engine.model,
-                                                        api_key=self.api_key, timeouts=self.timeouts))
+        object.__setattr__(self, "target", EngineTarget(
+            base_url=self.engine.url, model=self.engine.model, api_key=self.api_key, timeouts=self.timeouts,
+            reuse_connections=not self.engine_profile.closes_connection_after_stream))
         object.__setattr__(self, "redactor", Redactor([self.api_key]))
 
     def engine_facts(self) -> list[str]:

@@ -79,6 +79,7 @@ __all__ = [
     "SpreadGenerator",
     "analyse_round",
     "build_bodies",
+    "connection_note",
     "measure_cell",
     "merge_rounds",
     "replay_events",
@@ -427,6 +428,14 @@ def analyse_round(raw: RawRound) -> tuple[list[RequestRecord], RoundSummary]:
     return records, summarize_round(records, wall, client)
 
 
+def connection_note(target: EngineTarget) -> str | None:
+    """What the load says when it cannot keep its connections: each request's time then includes a connect."""
+    if target.reuse_connections:
+        return None
+    return ("a new connection for each request, its connect inside the measured time: the engine profile says the "
+            "engine closes a connection after each streamed reply (features.closes_connection_after_stream)")
+
+
 class LoadGenerator:
     """One aiohttp session for one cell: a pool of ``concurrency`` connections.
 
@@ -449,8 +458,11 @@ class LoadGenerator:
 
     async def __aenter__(self) -> "LoadGenerator":
         timeouts = self.target.timeouts
-        connector = aiohttp.TCPConnector(limit=self.concurrency, limit_per_host=self.concurrency,
-                                         keepalive_timeout=IDLE_CONNECTION_REUSE_S)
+        # An engine that closes a connection after each streamed reply gets a connection per request:
+        # reused, its closed socket would fail whichever request raced the close (connection_note).
+        reuse = ({"keepalive_timeout": IDLE_CONNECTION_REUSE_S} if self.target.reuse_connections
+                 else {"force_close": True})
+        connector = aiohttp.TCPConnector(limit=self.concurrency, limit_per_host=self.concurrency, **reuse)
         if self.clock is time.monotonic and hasattr(connector, "_factory"):
             # aiohttp builds each connection's protocol with this factory (a private
             # attribute, checked for): ours stamps arrivals on the same clock.
@@ -617,6 +629,8 @@ async def measure_cell(target: EngineTarget, cell: Cell, prompts: PromptSource, 
     index = first_index
     plan = cell.plan_processes(processes)
     say(f"{cell.key}: measured by {plan.describe()}")
+    if note := connection_note(target):
+        say(f"{cell.key}: {note}")
 
     def bodies(count: int) -> list[bytes]:
         nonlocal index

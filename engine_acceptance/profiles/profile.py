@@ -116,6 +116,11 @@ class EngineProfile:
         return self._unless_false("rejects_max_tokens_zero")
 
     @property
+    def closes_connection_after_stream(self) -> bool:
+        """Whether the engine closes a connection after each streamed reply (llama-server b11312 does)."""
+        return bool(self.features.get("closes_connection_after_stream"))
+
+    @property
     def error_shape(self) -> str:
         """How a refusal's body is shaped: ``nested`` (OpenAI's, the default) or ``flat`` (SGLang's)."""
         return self.features.get("error_shape") or "nested"

@@ -165,6 +165,10 @@ DEFECTS: dict[str, str] = {
         "a streamed chat reply is labelled Content-Type: application/json instead of text/event-stream"
         " (its body is still SSE)"
     ),
+    "stream-drops-connection": (
+        "chat and completions: the connection is closed after each streamed reply, though no 'Connection: close'"
+        " was sent (llama.cpp's llama-server b11312): a client's next request on it fails or needs a new connection"
+    ),
     "tool-index-from-one": (
         "streamed tool-call fragments are indexed from 1 (1, 2, ...): merged by index they still give the right"
         " calls, but a client that fills an array by index gets a hole at 0"

@@ -390,6 +390,9 @@ class DefectHooks:
 
     # --- the wire (issue 15) ------------------------------------------------------------
 
+    def drops_connection_after_stream(self) -> bool:
+        return "stream-drops-connection" in self.active
+
     def role_in_first_chunk(self) -> bool:
         """Whether each choice's first stream chunk carries the role (else it comes with the first output)."""
         return "no-role-first-chunk" not in self.active

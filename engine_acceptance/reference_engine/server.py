@@ -500,7 +500,7 @@ class ReferenceEngine:
                         usage=usage,
                     )
                 )
-            await stream.finish(send_done=hooks.sends_done())
+            await stream.finish(send_done=hooks.sends_done(), drop_connection=hooks.drops_connection_after_stream())
         except ClientGone:
             log.debug("client left during chat stream %s", request_id)
             self._gone(request)
@@ -599,7 +599,8 @@ class ReferenceEngine:
                         usage=usage,
                     )
                 )
-            await stream.finish(send_done=self.hooks.sends_done())
+            await stream.finish(send_done=self.hooks.sends_done(),
+                                drop_connection=self.hooks.drops_connection_after_stream())
         except ClientGone:
             log.debug("client left during completion stream %s", request_id)
             self._gone(request)

@@ -471,6 +471,13 @@ SHIPPED = {
         "'completed'; output_text 'What is the weather in Paris right now? Use the tool. mendatang…')\nassert []",
         ["AssertionError: function_call.arguments: arguments are not JSON (Unterminated string): '{'",
          "Failed: non-streamed request to http://h/v1/responses failed: HTTP 500: {}"]),
+    "llama-server-b11312-contract.yaml#12": (
+        "AssertionError: the engine closed the connection after a streamed reply without saying so (no 'Connection: "
+        "close') (its headers said Keep-Alive: timeout=5, max=100): the next request on it failed: ClientOSError: "
+        "[Errno None] Can not write request body for http://127.0.0.1:8051/v1/chat/completions",
+        ["AssertionError: the streamed request itself failed (HTTP 500), so what follows it on its connection cannot "
+         "be judged",
+         "AssertionError: the next request on the streamed reply's connection was answered HTTP 500"]),
     "gemma3-270m-llama-server.yaml#0": (
         "AssertionError: expected 703 in the answer, got '计算 19×37，只输出结果。icional\\n下次…'\nassert 703 in [19, 37]",
         ["Failed: streamed request to http://h/v1/chat/completions failed: HTTP 500: {'message': 'boom'}"]),
