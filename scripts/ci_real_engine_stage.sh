@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# The suite against two real engines, as CI runs it: vLLM's CPU build and llama.cpp's server
-# (llama-cpp-python), both serving Gemma 3 270M on loopback with the same API key.
+# The suite against two real engines, as CI runs it: vLLM's CPU build and llama.cpp's own
+# llama-server (issue 40: what deployments of llama.cpp run, in place of llama-cpp-python's
+# Python server), both serving Gemma 3 270M on loopback with the same API key.
 # Called by .ci/run with EA_ENGINE_API_KEY set, after both engines' setups: it starts both
-# servers (scripts/real_engine.sh, scripts/llama_engine.sh) and stops them on the way out.
-# vLLM takes about a minute to load on this machine, llama.cpp a few seconds, so llama.cpp's
+# servers (scripts/real_engine.sh, scripts/llama_server.sh) and stops them on the way out.
+# vLLM takes about a minute to load on this machine, llama-server a few seconds, so llama-server's
 # run goes first while vLLM loads in the background (the suite's --startup-timeout waits for a
-# server still starting); vLLM is idle by the time llama.cpp's measurements begin, after its
+# server still starting); vLLM is idle by the time llama-server's measurements begin, after its
 # functional checks. Called through `scripts/real_engine.sh run --` instead (ENGINE_URL and
 # ENGINE_MODEL exported), it uses that vLLM.
 #
@@ -15,7 +16,7 @@
 # request set and end in the seeds' side-by-side tables. Both gates must pass: every check
 # passed, was skipped for what the deployment does not serve (in its words), or failed as a
 # record in fixtures/expectations/ describes (gemma3-270m-*.yaml, vllm-0.32-contract.yaml,
-# llamacpp-0.3-contract.yaml).
+# llama-server-b11312-contract.yaml).
 #
 # CI runs each engine smaller than the README's one command, where the figure is not the point
 # (issue 27: the stage had to fit in 15 minutes; each cut is a SHORTFALL line in the verdict):
@@ -66,6 +67,9 @@ cd "$(dirname "$0")/.."
 python_bin=${PYTHON:-.venv/bin/python}
 out=${EA_REAL_ENGINE_OUT:-real-engine-results}
 recall_tokens=${EA_RECALL_TOKENS:-1024}
+# llama-server's functional checks in flight at once: its slots batch their decoding (-np 4), the
+# machine has two cores (see the top).
+llama_workers=${EA_LLAMA_SERVER_WORKERS:-2}
 # The converted model's tokenizer (scripts/real_engine.sh puts it there).
 tokenizer=${EA_TOKENIZER:-${EA_ENGINE_HOME:-$HOME/.cache/engine-acceptance/real-engine}/model/gemma-3-270m/tokenizer.json}
 # The open-loop SLO cell (issue 18): 8 requests of 128/32 (after 4 warm-up ones), Poisson, seed 0, at half the rate
@@ -86,7 +90,7 @@ stop_servers() {
         wait "$vllm_starting" 2>/dev/null || true
     fi
     [ -z "$vllm_here" ] || scripts/real_engine.sh stop
-    scripts/llama_engine.sh stop
+    scripts/llama_server.sh stop
 }
 trap stop_servers EXIT
 if [ -n "${ENGINE_URL:-}" ]; then
@@ -101,16 +105,16 @@ else
     vllm_url=$(scripts/real_engine.sh url)
     vllm_model=$(scripts/real_engine.sh model)
 fi
-stage "llama.cpp's server beside vLLM (scripts/llama_engine.sh start)"
-scripts/llama_engine.sh start
-llama_url=$(scripts/llama_engine.sh url)
+stage "llama.cpp's llama-server beside vLLM (scripts/llama_server.sh start)"
+scripts/llama_server.sh start
+llama_url=$(scripts/llama_server.sh url)
 
 stage "the README's one command on each engine, same request set, then side by side"
 started=$(date +%s)
 set +e
-# llama.cpp first (see the top); ratios are still to vLLM (--base).
+# llama-server first (see the top); ratios are still to vLLM (--base).
 "$python_bin" -m engine_acceptance.compare --out "$out/compare" --phase acceptance --base vllm-cpu \
-    --engine "llamacpp=$llama_url,model=$(scripts/llama_engine.sh model),api-key-env=ENGINE_API_KEY,workers=1" \
+    --engine "llama-server=$llama_url,model=$(scripts/llama_server.sh model),api-key-env=ENGINE_API_KEY,workers=$llama_workers" \
     --engine "vllm-cpu=$vllm_url,model=$vllm_model,api-key-env=ENGINE_API_KEY,workers=6" \
     -- --recall-tokens="$recall_tokens" --tokenizer="$tokenizer" --request-timeout=600 --idle-timeout=120 \
     --startup-timeout=600 \
