@@ -41,9 +41,12 @@
 #   declares; the KV cache of this model is small (about 18 KiB a token, less with its
 #   sliding-window layers).
 #   --jinja --chat-template-file scripts/real_engine/gemma3_chat_template.jinja: the GGUF has
-#   no chat template; this is Gemma 3's own, the one vLLM serves, and with --jinja llama.cpp
-#   parses tool calls from the model's text (its generic format for a template without tool
-#   syntax) and renders `tools` into the prompt.
+#   no chat template; this is Gemma 3's own, the one vLLM serves (vLLM with the hermes tool
+#   parser). With --jinja, llama.cpp takes its tool-call syntax from the template; Gemma 3's has
+#   none, so `tools` are accepted but not rendered into the prompt (/apply-template gives the
+#   same prompt with and without), no call is parsed and tool_choice "required" forces nothing:
+#   the tool checks run and record that (fixtures/expectations/gemma3-270m-llama-server.yaml).
+#   Without --jinja any request with tools is answered 500 "tools param requires --jinja flag".
 #   --reasoning-format none: Gemma 3 has no thinking mode and its template no thought tags;
 #   the default ("auto") would move any <think>…</think> the model writes out of content into
 #   reasoning_content, a reasoning field for a model that does not reason. With none, what
