@@ -22,7 +22,8 @@
 # (issue 27: the stage had to fit in 15 minutes; each cut is a SHORTFALL line in the verdict):
 # - one sample per model-behaviour check (--trials=1, the profile says 2-3): pretrained Gemma 3
 #   270M fails every sample of every answer and tool check alike (the records), and a sample of
-#   a model that never stops costs up to 128 tokens, 9 s on vLLM here, 2 s on llama-server;
+#   a model that never stops costs up to 128 tokens, about 8 s on vLLM here (65 ms a token), 2 s on
+#   llama-server (14 ms);
 # - the smoke's two cells (concurrency 1 and 4) with 32 output tokens and one measured round of
 #   2 and 4 requests (128/32@1x2,128/32@4x4, not 128/128 with 4 and 8), and one small media cell
 #   (image-512 at concurrency 1): CI shows the measurement runs end to end on real engines, not

@@ -172,7 +172,7 @@ build_server() {
     rm -rf "$tmp"
     mkdir -p "$tmp/src"
     tar xzf "$(sdist_path)" -C "$tmp/src" "$LLAMA_CPP_DIR"
-    log "building llama-server from the sdist's vendored llama.cpp (b$LLAMA_BUILD_NUMBER, -j$JOBS; ~9 min on 2 cores); log: $EA_LLAMA_SERVER_HOME/build.log"
+    log "building llama-server from the sdist's vendored llama.cpp (b$LLAMA_BUILD_NUMBER, -j$JOBS; ~7 min on 2 cores); log: $EA_LLAMA_SERVER_HOME/build.log"
     # CMake configure and build in one log; the sources and objects go once the binary is copied.
     if ! {
         cmake -S "$tmp/src/$LLAMA_CPP_DIR" -B "$tmp/build" "${CMAKE_OPTIONS[@]}" \
