@@ -184,13 +184,7 @@ server_command() {
         --n_threads "$THREADS"
         --interrupt_requests False
     )
-    if [[ -n "${EA_ENGINE_API_KEY:-}" ]]; then
-        SERVER_CMD+=(--api_key "$EA_ENGINE_API_KEY")
-    fi
-    if [[ -n "${EA_LLAMA_EXTRA_ARGS:-}" ]]; then
-        # shellcheck disable=SC2206  # word splitting is the point
-        SERVER_CMD+=($EA_LLAMA_EXTRA_ARGS)
-    fi
+    append_key_and_extra_args --api_key "${EA_LLAMA_EXTRA_ARGS:-}"
 }
 
 server_banner() { echo "llama_cpp.server on $(url) (model $SERVED_MODEL_NAME, n_ctx $N_CTX, threads $THREADS)"; }

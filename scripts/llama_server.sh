@@ -232,13 +232,7 @@ server_command() {
         --metrics
         --no-webui
     )
-    if [[ -n "${EA_ENGINE_API_KEY:-}" ]]; then
-        SERVER_CMD+=(--api-key "$EA_ENGINE_API_KEY")
-    fi
-    if [[ -n "${EA_LLAMA_SERVER_EXTRA_ARGS:-}" ]]; then
-        # shellcheck disable=SC2206  # word splitting is the point
-        SERVER_CMD+=($EA_LLAMA_SERVER_EXTRA_ARGS)
-    fi
+    append_key_and_extra_args --api-key "${EA_LLAMA_SERVER_EXTRA_ARGS:-}"
 }
 
 server_banner() {

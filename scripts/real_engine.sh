@@ -198,13 +198,7 @@ server_command() {
     if [[ "$COMPILE" != 1 ]]; then
         SERVER_CMD+=(--enforce-eager)
     fi
-    if [[ -n "${EA_ENGINE_API_KEY:-}" ]]; then
-        SERVER_CMD+=(--api-key "$EA_ENGINE_API_KEY")
-    fi
-    if [[ -n "${EA_ENGINE_EXTRA_ARGS:-}" ]]; then
-        # shellcheck disable=SC2206  # word splitting is the point
-        SERVER_CMD+=($EA_ENGINE_EXTRA_ARGS)
-    fi
+    append_key_and_extra_args --api-key "${EA_ENGINE_EXTRA_ARGS:-}"
 }
 
 server_banner() {
