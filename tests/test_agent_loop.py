@@ -189,8 +189,8 @@ async def test_agent_loop_keeps_reasoning_apart_from_content_in_every_turn(chat,
 
 
 def _counter(acceptance) -> ServerTokenCounter | None:
-    endpoint = acceptance.tokenize_endpoint
-    return ServerTokenCounter(acceptance.target, endpoint) if endpoint is not None else None
+    api = acceptance.tokenize_api
+    return ServerTokenCounter(acceptance.target, api) if api is not None else None
 
 
 def _without_reasoning(messages: list[dict[str, Any]], field: str | None) -> list[dict[str, Any]]:

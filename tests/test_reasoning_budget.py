@@ -56,7 +56,7 @@ async def test_reasoning_stays_within_the_thinking_budget_and_the_answer_still_c
                                 label=f"{field}={budget}"))
     assert reply.reasoning.strip(), f"{field}={budget}: no reasoning in the reply, nothing the budget limited"
     tokens, counted = await count_reasoning_tokens(reply, raw_client, acceptance.target.model,
-                                                   acceptance.tokenize_endpoint)
+                                                   acceptance.tokenize_api)
     if tokens is None:
         pytest.skip(f"the reasoning's tokens cannot be counted: {counted}")
     request.node.user_properties.append(("thinking_budget_reasoning_tokens", tokens))

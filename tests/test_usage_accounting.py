@@ -15,11 +15,16 @@ What each count is, and why it is the engine's own (vLLM's protocol and
   ``/v1/chat/completions`` does (both default to ``add_generation_prompt`` true and
   ``add_special_tokens`` false: the template adds the BOS itself), so its count is
   what ``prompt_tokens`` must be, template and generation prompt included
-  (:meth:`ServerTokenCounter.count_conversation`). The chat request sends no
-  ``tools`` or ``chat_template_kwargs``, which would change the rendering.
+  (:meth:`ServerTokenCounter.count_conversation`). llama.cpp's ``llama-server`` counts
+  it at ``POST /v1/chat/completions/input_tokens`` instead (the engine profile's
+  ``features.tokenize_body``, :mod:`engine_acceptance.wire.tokenize_api`). The chat
+  request sends no ``tools`` or ``chat_template_kwargs``, which would change the rendering.
+  The conversation must count at least its messages' text: fewer tokens mean the chat
+  template or the prompt is broken (it dropped the message), whatever usage says.
 * Completions: ``POST /tokenize`` with ``prompt`` and ``add_special_tokens`` left at
   its default (true) tokenizes as ``/v1/completions`` does (its default is true as
-  well): a BOS, for tokenizers that add one, is counted by both.
+  well): a BOS, for tokenizers that add one, is counted by both (llama-server's
+  ``{"content", "add_special": true}``).
 
 Without a working ``/tokenize`` (absent, or broken: the skip says which, in its probe's words),
 ``--tokenizer`` (the model's ``tokenizer.json``) counts the
@@ -89,9 +94,7 @@ class PromptCounting:
     def count_completion_prompt(self, text: str) -> tuple[int, str]:
         """The prompt's tokens as /v1/completions counts them (special tokens added), and by whom."""
         if self.server is not None:
-            # add_special_tokens left at its default (true), as /v1/completions has it. token_count has
-            # no public method for this form yet (count() sends add_special_tokens: false).
-            count = self.server._post({"model": self.server.target.model, "prompt": text})
+            count = self.server.count_completion_prompt(text)
             return count, (f"the engine's own {self.server.endpoint} "
                            "(special tokens added, as /v1/completions adds them)")
         if self.local is not None:
@@ -104,8 +107,8 @@ class PromptCounting:
 
 @pytest.fixture(scope="module")
 def prompt_counting(suite_options: AcceptanceOptions, acceptance: AcceptanceSession) -> PromptCounting:
-    endpoint = acceptance.tokenize_endpoint
-    server = ServerTokenCounter(acceptance.target, endpoint) if endpoint is not None else None
+    api = acceptance.tokenize_api
+    server = ServerTokenCounter(acceptance.target, api) if api is not None else None
     return PromptCounting(server, suite_options.tokenizer, acceptance.no_tokenize_reason)
 
 

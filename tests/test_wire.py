@@ -8,9 +8,10 @@ none), and with ``continuous_usage_stats`` in the chunks the engine profile name
 down; each choice gets exactly one ``finish_reason``; tool-call fragments are indexed from 0, a
 new call taking the next index; no U+FFFD reaches the text of a CJK and emoji reply however
 tokens and TCP writes cut its characters; a stream is ``text/event-stream`` made of ``data:``
-lines and a whole reply ``application/json``. ``[DONE]`` and events after it are
-``test_streaming.py``'s. Requests go through the raw aiohttp client, so nothing between the
-engine and the check (an SDK's parsing) hides a fault; a stream is read from its raw bytes even
+lines and a whole reply ``application/json``; a streamed reply leaves its connection open for the
+next request unless it says ``Connection: close`` (clients pool connections). ``[DONE]`` and events
+after it are ``test_streaming.py``'s. Requests go through the raw aiohttp client, so nothing between
+the engine and the check (an SDK's parsing) hides a fault; a stream is read from its raw bytes even
 when it is mislabelled, so each check judges only its own part of the wire.
 """
 
@@ -23,8 +24,9 @@ import pytest
 
 from engine_acceptance.assertions import assert_no_problems, short
 from engine_acceptance.profiles.tool_schemas import load_tool
-from engine_acceptance.report_attachments import attach_exchange
+from engine_acceptance.report_attachments import attach_exchange, attach_json
 from engine_acceptance.resources import load_prompts
+from engine_acceptance.wire.keep_alive import next_request_after_stream
 from engine_acceptance.wire.types import Exchange
 from engine_acceptance.wire.reassembly import reassemble_stream
 from engine_acceptance.wire.stream_contract import (
@@ -159,3 +161,13 @@ async def test_reply_has_the_content_type_and_framing_of_its_mode(wire_chat, mod
     assert kind == "text/event-stream", (f"a streamed reply is labelled Content-Type "
                                          f"{exchange.headers.get('content-type')!r}, not text/event-stream")
     assert_no_problems(framing_problems(exchange.raw, truncated=exchange.raw_truncated))
+
+
+async def test_a_streamed_reply_leaves_its_connection_open_for_the_next_request(acceptance, model_profile) -> None:
+    # Its own pool of one connection: the raw client opens a connection per request on purpose.
+    stream_body = {"model": acceptance.target.model, **_request(model_profile), "stream": True}
+    next_body = {"model": acceptance.target.model, **_request(model_profile)}
+    with allure.step("POST /v1/chat/completions streamed, then another request on the same connection"):
+        result = await next_request_after_stream(acceptance.target, stream_body, next_body)
+        attach_json("connection reuse after a streamed reply", result.describe(), acceptance.redactor)
+    assert_no_problems(result.problems())

@@ -5,9 +5,10 @@ engine and phase, ``gate.json`` (counts by capability), ``junit.xml`` (every che
 outcome and its recorded figures: thinking counts and E2E, recall TTFT, media
 throughput, the soak) and ``throughput.json`` (every round of the fixed-length
 load). This module reads them (:func:`load_engine`) and renders the seeds' tables
-with one column per engine (:func:`build_tables`): throughput per shape and
-concurrency, media throughput, functional pass counts by capability, thinking modes,
-recall TTFT and the soak, as Markdown, CSV and HTML, and an Allure result carrying them.
+with one column per engine (:func:`build_tables`): what each engine serves (the
+verdicts' capability rows and engine facts), throughput per shape and concurrency,
+media throughput, functional pass counts by capability, thinking modes, recall TTFT
+and the soak, as Markdown, CSV and HTML, and an Allure result carrying them.
 
 Each figure is the median of rounds with the rounds' min-max, as measured. Another
 engine's figure is given as a ratio to the base engine's; when the two min-max
@@ -86,6 +87,9 @@ class EngineResults:
     properties: dict[str, dict[str, str]] = field(default_factory=dict)
     throughput: dict[str, dict[str, Any]] = field(default_factory=dict)
     exit_codes: dict[str, int | None] = field(default_factory=dict)
+    # The verdict's capability rows (name -> what discovery found and what ran) and the engine's facts
+    # beside them (tokenize, metrics, context: the text after "name: "), from gate.json.
+    serving: dict[str, str] = field(default_factory=dict)
 
     def property_rows(self, name: str) -> dict[str, str]:
         """Test id -> the value of property ``name``, for every check that recorded it."""
@@ -134,6 +138,7 @@ def load_engine(name: str, label: str, directory: Path, phases: Sequence[str],
         if gate_path.is_file():
             gate = json.loads(gate_path.read_text(encoding="utf-8"))
             result.facts = result.facts or dict(gate.get("engine") or {})
+            result.serving = result.serving or _serving(gate)
             for capability, counts in (gate.get("by_capability") or {}).items():
                 row = result.by_capability.setdefault(capability, {kind: 0 for kind in OUTCOME_KINDS})
                 for kind in OUTCOME_KINDS:
@@ -160,6 +165,21 @@ class ComparisonTable:
 
     table: Table
     records: tuple[dict[str, Any], ...] = ()
+
+
+def _serving(gate: dict[str, Any]) -> dict[str, str]:
+    """Capability -> "discovered: result" and fact -> its text, as the engine's verdict states them."""
+    rows: dict[str, str] = {}
+    for row in gate.get("capabilities") or []:
+        discovered = str(row.get("discovered") or "-").replace("_", " ")
+        result = str(row.get("result", "-"))
+        # A row that is the probe's finding alone (tokenize) already begins with it.
+        shown = discovered == "-" or result.startswith(f"{discovered}:")
+        rows[row["name"]] = result if shown else f"{discovered}: {result}"
+    for fact in gate.get("engine_facts") or []:
+        name, _, text = fact.partition(": ")
+        rows[name] = text
+    return rows
 
 
 def _ratio_text(ratio: float | None) -> str:
@@ -279,6 +299,31 @@ def _functional_table(engines: Sequence[EngineResults]) -> ComparisonTable | Non
                            tuple(records))
 
 
+# The longest cell of the serving table: a verdict's "not tested: ..." reason runs on.
+SERVING_CELL_CHARS = 90
+
+
+def _serving_table(engines: Sequence[EngineResults]) -> ComparisonTable | None:
+    """What each engine serves and what ran there: the verdicts' capability rows and engine facts side by side."""
+    names: list[str] = []
+    for engine in engines:
+        names += [name for name in engine.serving if name not in names]
+    if not names:
+        return None
+    title = "What each engine serves"
+    rows, records = [], []
+    for name in names:
+        cells = [engine.serving.get(name, "-") for engine in engines]
+        rows.append([name, *(shorten(cell, SERVING_CELL_CHARS) for cell in cells)])
+        records += [{"table": title, "row": name, "metric": "served", "engine": engine.name, "note": cell}
+                    for engine, cell in zip(engines, cells)]
+    notes = ["Each engine's verdict: what capability discovery found (served, not served, broken) and what its "
+             "checks did (tokenize: its probe's finding), then its facts: where its Prometheus gauges were read, "
+             "its context."]
+    return ComparisonTable(Table.of(title, ["capability or fact", *(e.name for e in engines)], rows, notes),
+                           tuple(records))
+
+
 def _check_ids(engines: Sequence[EngineResults]) -> list[str]:
     return sorted({nodeid for e in engines for nodeid in e.outcomes})
 
@@ -389,8 +434,8 @@ def _soak_table(engines: Sequence[EngineResults]) -> ComparisonTable | None:
 
 def build_tables(engines: Sequence[EngineResults], base: EngineResults) -> list[ComparisonTable]:
     """Every table the runs have data for, in the seeds' order."""
-    tables: list[ComparisonTable | None] = [*_throughput_tables(engines, base), *_media_tables(engines, base),
-                                  _functional_table(engines), _differences_table(engines),
+    tables: list[ComparisonTable | None] = [_serving_table(engines), *_throughput_tables(engines, base),
+                                  *_media_tables(engines, base), _functional_table(engines), _differences_table(engines),
                                   _thinking_table(engines, base),
                                   _recall_table(engines, base), _soak_table(engines)]
     return [t for t in tables if t is not None]

@@ -47,6 +47,7 @@ import aiohttp
 from aiohttp.client_proto import ResponseHandler
 
 from engine_acceptance.wire.client import IDLE_CONNECTION_REUSE_S
+from engine_acceptance.wire.tokenize_api import TokenizeApi
 from engine_acceptance.wire.types import EngineTarget
 from engine_acceptance.load.arrivals import sleep_until
 from engine_acceptance.load.metrics import (
@@ -80,6 +81,7 @@ __all__ = [
     "SpreadGenerator",
     "analyse_round",
     "build_bodies",
+    "connection_note",
     "measure_cell",
     "merge_rounds",
     "replay_events",
@@ -177,13 +179,15 @@ class PromptIds:
         return " ".join(rng.choice(_WORDS) for _ in range(words))
 
     @classmethod
-    async def from_engine(cls, target: EngineTarget, tokenize_path: str, *, min_tokens: int,
+    async def from_engine(cls, target: EngineTarget, tokenize: TokenizeApi | str, *, min_tokens: int,
                           seed: int | None = None) -> "PromptIds":
-        """Tokenize a generated text with the engine's own ``/tokenize`` (no special tokens)."""
+        """Tokenize a generated text with the engine's own ``/tokenize`` (no special tokens), in the body it takes."""
         seed = random.randrange(1 << 30) if seed is None else seed
         text = cls.corpus_text(min_tokens + 1024, seed)
+        api = tokenize if isinstance(tokenize, TokenizeApi) else TokenizeApi(tokenize)
+        tokenize_path = api.endpoint
         url = target.base_url.rstrip("/") + tokenize_path
-        body = {"model": target.model, "prompt": text, "add_special_tokens": False}
+        body = api.text_request(target.model, text)
         timeout = aiohttp.ClientTimeout(total=target.timeouts.total, sock_connect=target.timeouts.connect)
         async with aiohttp.ClientSession(timeout=timeout) as session:
             try:
@@ -437,6 +441,14 @@ def analyse_round(raw: RawRound, *, chat: bool = False) -> tuple[list[RequestRec
     return records, summarize_round(records, wall, client)
 
 
+def connection_note(target: EngineTarget) -> str | None:
+    """What the load says when it cannot keep its connections: each request's time then includes a connect."""
+    if target.reuse_connections:
+        return None
+    return ("a new connection for each request, its connect inside the measured time: the engine profile says the "
+            "engine closes a connection after each streamed reply (features.closes_connection_after_stream)")
+
+
 class LoadGenerator:
     """One aiohttp session for one cell: a pool of ``concurrency`` connections.
 
@@ -459,8 +471,11 @@ class LoadGenerator:
 
     async def __aenter__(self) -> "LoadGenerator":
         timeouts = self.target.timeouts
-        connector = aiohttp.TCPConnector(limit=self.concurrency, limit_per_host=self.concurrency,
-                                         keepalive_timeout=IDLE_CONNECTION_REUSE_S)
+        # An engine that closes a connection after each streamed reply gets a connection per request:
+        # reused, its closed socket would fail whichever request raced the close (connection_note).
+        reuse = ({"keepalive_timeout": IDLE_CONNECTION_REUSE_S} if self.target.reuse_connections
+                 else {"force_close": True})
+        connector = aiohttp.TCPConnector(limit=self.concurrency, limit_per_host=self.concurrency, **reuse)
         if self.clock is time.monotonic and hasattr(connector, "_factory"):
             # aiohttp builds each connection's protocol with this factory (a private
             # attribute, checked for): ours stamps arrivals on the same clock.
@@ -638,6 +653,8 @@ async def measure_cell(target: EngineTarget, cell: Cell, prompts: PromptSource, 
     index = first_index
     plan = cell.plan_processes(processes)
     say(f"{cell.key}: measured by {plan.describe()}")
+    if note := connection_note(target):
+        say(f"{cell.key}: {note}")
 
     def bodies(count: int) -> list[bytes]:
         nonlocal index

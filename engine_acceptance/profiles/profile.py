@@ -25,6 +25,7 @@ import yaml
 from engine_acceptance.profiles.refusals import Refusal, RefusalRules, parse_refusals
 from engine_acceptance.profiles.sources import SHIPPED, ProfileError, data_files, data_sources, find_data_file
 from engine_acceptance.resources import read_yaml
+from engine_acceptance.wire.readiness import RouteField
 from engine_acceptance.wire.reassembly import CACHED_TOKENS_PATH
 
 __all__ = [
@@ -72,6 +73,9 @@ class EngineProfile:
     source: Path
     # Per probed capability, the 4xx answers that mean "not offered" (profiles/refusals.py).
     refusals: dict[str, tuple[Refusal, ...]] = field(default_factory=dict)
+    # What only this engine answers (detect.serves), and where its version is read (detect.version_from).
+    serves: tuple[RouteField, ...] = ()
+    version_from: RouteField | None = None
 
     @property
     def refusal_rules(self) -> RefusalRules:
@@ -93,14 +97,14 @@ class EngineProfile:
                 "(e.g. video_url) in an engine profile of your own (--profiles-dir) to probe and test video")
 
     @property
+    def tokenize_body(self) -> str:
+        """The body its tokenize route takes: ``prompt`` (vLLM's, the default) or ``content`` (llama-server's)."""
+        return self.features.get("tokenize_body") or "prompt"
+
+    @property
     def readiness_path(self) -> str:
         """The route that answers 200 once the engine serves (``/health`` unless the profile says otherwise)."""
         return self.features.get("readiness_path") or "/health"
-
-    @property
-    def version_in_openapi(self) -> bool:
-        """Whether the engine's version is its OpenAPI document's ``info.version`` (llama-cpp-python's server)."""
-        return bool(self.features.get("version_in_openapi"))
 
     def _unless_false(self, feature: str) -> bool:
         """A feature that holds unless the profile says ``false`` (the OpenAI behaviour is the default)."""
@@ -129,6 +133,11 @@ class EngineProfile:
     def rejects_max_tokens_zero(self) -> bool:
         """Whether ``max_tokens: 0`` is refused (llama-cpp-python reads it as "no limit")."""
         return self._unless_false("rejects_max_tokens_zero")
+
+    @property
+    def closes_connection_after_stream(self) -> bool:
+        """Whether the engine closes a connection after each streamed reply (llama-server b11312 does)."""
+        return bool(self.features.get("closes_connection_after_stream"))
 
     @property
     def error_shape(self) -> str:
@@ -299,7 +308,20 @@ def load_engine_profile(name_or_path: str) -> EngineProfile:
         features=dict(data["features"]),
         source=path,
         refusals=parse_refusals(data.get("refusals"), path, ProfileError),
+        serves=tuple(_route_field(raw, path, "detect/serves") for raw in data["detect"].get("serves") or ()),
+        version_from=(_route_field(data["detect"]["version_from"], path, "detect/version_from")
+                      if data["detect"].get("version_from") else None),
     )
+
+
+def _route_field(raw: dict[str, Any], path: Path, where: str) -> RouteField:
+    pattern = raw.get("pattern")
+    if pattern is not None:
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise ProfileError(f"{path}: field {where}: {pattern!r} is not a regular expression ({exc})") from exc
+    return RouteField(raw["path"], raw["field"], pattern)
 
 
 def load_model_profile(name_or_path: str) -> ModelProfile:

@@ -199,6 +199,10 @@ DEFECTS: dict[str, str] = {
         "a streamed chat reply is labelled Content-Type: application/json instead of text/event-stream"
         " (its body is still SSE)"
     ),
+    "stream-drops-connection": (
+        "chat and completions: the connection is closed after each streamed reply, though no 'Connection: close'"
+        " was sent (llama.cpp's llama-server b11312): a client's next request on it fails or needs a new connection"
+    ),
     "tool-index-from-one": (
         "streamed tool-call fragments are indexed from 1 (1, 2, ...): merged by index they still give the right"
         " calls, but a client that fills an array by index gets a hole at 0"
@@ -218,6 +222,13 @@ DEFECTS: dict[str, str] = {
         "image and video parts are accepted (corrupt ones still refused) and dropped before the prompt is"
         " rendered: no placeholder tokens in usage.prompt_tokens, and the answer is made as if no media was"
         " sent (llama.cpp's server 0.3.36 with a GGUF and no CLIP model)"
+    ),
+    # A misconfigured chat template (issue 40): llama.cpp's llama-server started with --jinja --chat-template gemma
+    # renders the literal word, 3 prompt tokens for a 2,700-character message.
+    "template-drops-messages": (
+        "the chat template renders each turn's role marker but not its content, so usage.prompt_tokens and"
+        " /tokenize's count of a conversation are a handful of tokens whatever the messages hold (the model"
+        " still answers the messages)"
     ),
     # Intermittent faults (issue 17): what one sample cannot see, a rate over hundreds can.
     "tool-args-intermittent": (

@@ -163,6 +163,11 @@ class DefectHooks:
     def thinking_budget(self, budget: int | None) -> int | None:
         """The reasoning budget the engine applies to a request that asked for `budget` tokens."""
         return None if "thinking-budget-ignored" in self.active else budget
+    def template_messages(self, messages: Sequence[Any]) -> Sequence[Any]:
+        """The conversation as the chat template renders it into the prompt usage and /tokenize count."""
+        if "template-drops-messages" in self.active:
+            return [{"role": message["role"], "content": ""} for message in messages]
+        return messages
 
     def prompt_messages(self, messages: Sequence[Any]) -> Sequence[Any]:
         """The conversation as the model reads it (usage still counts what was sent)."""
@@ -282,7 +287,8 @@ class DefectHooks:
             os._exit(MEDIA_CRASH_EXIT_CODE)
         from .protocol import RequestError  # protocol -> config -> defects: import late
 
-        if "media-500" in self.active:
+        if "media-500" in self.active and error.fault != "over-limit":
+            # Media it cannot decode (SGLang's 500 in seed 001); too many items is another refusal.
             return RequestError(f"Internal server error: RuntimeError: {error.message}", status=500,
                                 err_type="InternalServerError", param=error.param)
         if "media-mismatch-500" in self.active and error.fault == "mismatched":
@@ -456,6 +462,9 @@ class DefectHooks:
         return moved
 
     # --- the wire (issue 15) ------------------------------------------------------------
+
+    def drops_connection_after_stream(self) -> bool:
+        return "stream-drops-connection" in self.active
 
     def role_in_first_chunk(self) -> bool:
         """Whether each choice's first stream chunk carries the role (else it comes with the first output)."""

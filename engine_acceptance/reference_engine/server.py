@@ -342,7 +342,7 @@ class ReferenceEngine:
     def _prepare_chat_checked(self, body: dict[str, Any]) -> tuple[ChatRequest, ChatPrompt, list[Generation]]:
         req = self.hooks.chat_request(parse_chat_request(body, config=self.config, convention=self.convention,
                                                          check_media_type=self.hooks.checks_declared_media_type()))
-        text = render_messages(req.messages)
+        text = render_messages(self.hooks.template_messages(req.messages))
         prompt_tokens = self.tokenizer.count(text)
         cached, model_messages = self._consult_prefix_cache(text, prompt_tokens, req.messages)
         prompt = ChatPrompt(tokens=prompt_tokens,
@@ -563,7 +563,7 @@ class ReferenceEngine:
                         usage=usage,
                     )
                 )
-            await stream.finish(send_done=hooks.sends_done())
+            await stream.finish(send_done=hooks.sends_done(), drop_connection=hooks.drops_connection_after_stream())
         except ClientGone:
             log.debug("client left during chat stream %s", request_id)
             self._gone(request)
@@ -665,7 +665,8 @@ class ReferenceEngine:
                         usage=usage,
                     )
                 )
-            await stream.finish(send_done=self.hooks.sends_done())
+            await stream.finish(send_done=self.hooks.sends_done(),
+                                drop_connection=self.hooks.drops_connection_after_stream())
         except ClientGone:
             log.debug("client left during completion stream %s", request_id)
             self._gone(request)
@@ -677,7 +678,8 @@ class ReferenceEngine:
         req = parse_tokenize_request(body, config=self.config, convention=self.convention)
         self.hooks.check_tokenize()
         if req.messages is not None:
-            text = render_messages(req.messages, add_generation_prompt=req.add_generation_prompt)
+            text = render_messages(self.hooks.template_messages(req.messages),
+                                   add_generation_prompt=req.add_generation_prompt)
         else:
             text = req.prompt or ""
         ids = self.tokenizer.encode(text)

@@ -135,11 +135,14 @@ class Pacer:
 class EventStream:
     """One `text/event-stream` response."""
 
-    def __init__(self, response: web.StreamResponse, *, stamp: bool = False, fault: Any = None) -> None:
+    def __init__(self, response: web.StreamResponse, *, stamp: bool = False, fault: Any = None,
+                 transport: asyncio.Transport | None = None) -> None:
         self.response = response
         self.stamp = stamp
         # A faults.EventWriter when a transport fault is injected (it writes, stalls, resets...).
         self.fault = fault
+        # The request's connection, for a stream that drops it when done (drop_connection).
+        self.transport = transport
 
     @classmethod
     async def open(cls, request: web.Request, *, close_connection: bool = False, stamp: bool = False,
@@ -155,7 +158,7 @@ class EventStream:
             await response.prepare(request)
         except ConnectionError as exc:
             raise ClientGone from exc
-        return cls(response, stamp=stamp, fault=fault)
+        return cls(response, stamp=stamp, fault=fault, transport=request.transport)
 
     async def _write(self, payload: str) -> None:
         try:
@@ -178,10 +181,14 @@ class EventStream:
             obj = {**obj, "engine_sent_at": time.monotonic()}
         await self._write(f"event: {name}\ndata: {dump_json(obj)}\n\n")
 
-    async def finish(self, *, send_done: bool) -> None:
+    async def finish(self, *, send_done: bool, drop_connection: bool = False) -> None:
+        """The stream's end; ``drop_connection`` then closes the connection without having said
+        ``Connection: close`` (defect ``stream-drops-connection``, as llama-server b11312 does)."""
         if send_done:
             await self._write("data: [DONE]\n\n")
         try:
             await self.response.write_eof()
         except ConnectionError as exc:
             raise ClientGone from exc
+        if drop_connection and self.transport is not None:
+            self.transport.close()

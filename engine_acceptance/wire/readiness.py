@@ -10,6 +10,7 @@ own), which keeps this synchronous and independent of the event loop the tests u
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
@@ -17,13 +18,43 @@ from typing import Any, Callable, Protocol, Sequence
 from engine_acceptance.errors import EngineUnavailable
 from engine_acceptance.wire import http
 
-__all__ = ["EngineInfo", "EngineUnavailable", "KnownEngine", "detect_engine", "wait_until_ready"]
+__all__ = ["EngineInfo", "EngineUnavailable", "KnownEngine", "RouteField", "detect_engine", "wait_until_ready"]
 
 PROGRESS_EVERY_S = 10.0
 # Where readiness is judged when the engine has no /health route (llama.cpp's Python server).
 MODELS_READINESS_PATH = "/v1/models"
-# A FastAPI server's OpenAPI document: its info.version is the app's version (features.version_in_openapi).
-OPENAPI_PATH = "/openapi.json"
+
+
+@dataclass(frozen=True)
+class RouteField:
+    """A field of what ``GET path`` answers (JSON, ``field`` a dotted path), and the pattern its value matches.
+
+    An engine is told apart by what it serves (llama.cpp's ``llama-server`` answers ``GET /props``
+    with its ``build_info``, llama-cpp-python's server titles its OpenAPI document), and its
+    version read from such a field: ``pattern``'s first group when it has one, else the value.
+    """
+
+    path: str
+    field: str
+    pattern: str | None = None
+
+    def read(self, answer: http.Answer) -> str | None:
+        """The field's value as text when the answer is 200 JSON that has it (and it matches), else None."""
+        value: Any = answer.json() if answer.status == 200 else None
+        for key in self.field.split("."):
+            value = value.get(key) if isinstance(value, dict) else None
+        if value is None or isinstance(value, (dict, list)):
+            return None
+        text = str(value)
+        if self.pattern is None:
+            return text
+        found = re.search(self.pattern, text)
+        if found is None:
+            return None
+        return found.group(1) if found.groups() else text
+
+    def describe(self) -> str:
+        return f"GET {self.path} {self.field}"
 
 
 class KnownEngine(Protocol):
@@ -43,7 +74,10 @@ class KnownEngine(Protocol):
     def version_endpoints(self) -> Sequence[str]: ...
 
     @property
-    def version_in_openapi(self) -> bool: ...
+    def serves(self) -> Sequence[RouteField]: ...
+
+    @property
+    def version_from(self) -> RouteField | None: ...
 
 
 @dataclass
@@ -169,21 +203,26 @@ def detect_engine(
 
     by_name = {profile.name: profile for profile in engine_profiles}
     notes: list[str] = []
+    answers = _Answers(base, api_key, probe_timeout)
     if requested_kind != "auto":
         kind, source = requested_kind, "--engine"
     else:
-        kind, source = _detect_kind(base, owned_by, engine_profiles, probe_timeout)
+        kind, source = _detect_kind(owned_by, engine_profiles, answers)
     version = None
     profile = by_name.get(kind)
     for endpoint in profile.version_endpoints if profile else ():
-        answer = _get(base + endpoint, timeout=probe_timeout, api_key=api_key)
+        answer = answers.get(endpoint)
         body = answer.json()
         if answer.status == 200 and isinstance(body, dict) and body.get("version"):
             version = str(body["version"])
             break
         notes.append(f"GET {endpoint}: {answer.status or answer.error}")
-    if version is None and profile is not None and profile.version_in_openapi:
-        version = _openapi_version(base, api_key, probe_timeout, notes)
+    source_of_version = profile.version_from if profile is not None else None
+    if version is None and source_of_version is not None:
+        answer = answers.get(source_of_version.path)
+        version = source_of_version.read(answer)
+        if version is None:
+            notes.append(f"{source_of_version.describe()}: {answer.status or answer.error}, no version there")
     return EngineInfo(
         url=base,
         kind=kind,
@@ -197,25 +236,50 @@ def detect_engine(
     )
 
 
-def _openapi_version(base: str, api_key: str | None, probe_timeout: float, notes: list[str]) -> str | None:
-    """The version a FastAPI server states in its OpenAPI document (``info.version``), or None with a note."""
-    answer = _get(base + OPENAPI_PATH, timeout=probe_timeout, api_key=api_key)
-    body = answer.json()
-    info = body.get("info") if isinstance(body, dict) else None
-    if answer.status == 200 and isinstance(info, dict) and info.get("version"):
-        return str(info["version"])
-    notes.append(f"GET {OPENAPI_PATH}: {answer.status or answer.error}, no info.version")
-    return None
+class _Answers:
+    """GETs of one engine during detection, each route asked once (with the API key: llama-server's /props needs it)."""
+
+    def __init__(self, base: str, api_key: str | None, probe_timeout: float) -> None:
+        self.base, self.api_key, self.probe_timeout = base, api_key, probe_timeout
+        self._seen: dict[str, http.Answer] = {}
+
+    def get(self, path: str) -> http.Answer:
+        if path not in self._seen:
+            self._seen[path] = _get(self.base + path, timeout=self.probe_timeout, api_key=self.api_key)
+        return self._seen[path]
+
+    def serves(self, profile: KnownEngine) -> str | None:
+        """What the engine answered that the profile's ``serves`` describes, or None if any of it is missing."""
+        found = []
+        for route in profile.serves:
+            value = route.read(self.get(route.path))
+            if value is None:
+                return None
+            found.append(f"{route.describe()} {value[:40]!r}")
+        return ", ".join(found)
 
 
-def _detect_kind(
-    base: str, owned_by: str | None, profiles: Sequence[KnownEngine], probe_timeout: float
-) -> tuple[str, str]:
+def _detect_kind(owned_by: str | None, profiles: Sequence[KnownEngine], answers: _Answers) -> tuple[str, str]:
+    """The engine's kind, and what told it.
+
+    ``owned_by`` alone does not decide where a profile says what its engine serves: llama.cpp's
+    ``llama-server`` and another server saying the same ``owned_by`` are told apart by their routes.
+    A profile whose routes answer is chosen even when ``owned_by`` says something else (a gateway
+    may rewrite the model list); then the version endpoints; else generic.
+    """
     for profile in profiles:
         if owned_by and owned_by in profile.owned_by:
-            return profile.name, f"owned_by={owned_by}"
+            if not profile.serves:
+                return profile.name, f"owned_by={owned_by}"
+            served = answers.serves(profile)
+            if served is not None:
+                return profile.name, f"owned_by={owned_by}, {served}"
+    for profile in profiles:
+        served = answers.serves(profile) if profile.serves else None
+        if served is not None:
+            return profile.name, served
     for profile in profiles:
         for endpoint in profile.version_endpoints:
-            if _get(base + endpoint, timeout=probe_timeout).status == 200:
+            if answers.get(endpoint).status == 200:
                 return profile.name, f"GET {endpoint}"
     return "generic", "no engine-specific endpoint answered"

@@ -44,6 +44,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from tokenizers import Tokenizer
 
 from engine_acceptance.wire import http
+from engine_acceptance.wire.tokenize_api import TokenizeApi
 from engine_acceptance.wire.types import EngineTarget
 from engine_acceptance.errors import EngineAcceptanceError
 
@@ -51,6 +52,10 @@ if TYPE_CHECKING:
     import aiohttp
 
 __all__ = [
+    "MAX_CHARS_PER_TOKEN",
+    "TEXT_NOT_COUNTED",
+    "TextNotCounted",
+    "text_not_counted",
     "CharacterCounter",
     "LocalTokenCounter",
     "PromptAccounting",
@@ -81,6 +86,36 @@ def uncounted(no_tokenize: str) -> str:
 
 class TokenCountError(EngineAcceptanceError):
     """A count could not be made: unreadable tokenizer file, or /tokenize refused."""
+
+
+class TextNotCounted(TokenCountError):
+    """The engine's counts leave the prompt's text out: the chat template or the prompt is broken.
+
+    Raised by :func:`calibrate` when a longer text is counted no more tokens than a shorter
+    one, or fewer than one token per :data:`MAX_CHARS_PER_TOKEN` characters: no tokenizer
+    makes that of prose, so what the engine counted is not the text (a chat template that
+    drops the message renders a handful of tokens whatever the message holds).
+    """
+
+
+# No tokenizer packs more characters than this into its tokens on average over prose (English
+# runs about 4, Chinese about 1.5): a text counted sparser than that is not in what was counted.
+MAX_CHARS_PER_TOKEN = 16
+# The words every such finding starts with: what is wrong, before the figures.
+TEXT_NOT_COUNTED = "the chat template or the prompt is broken"
+
+
+def text_not_counted(count: int, text_tokens: int, *, counted: str, text: str) -> str | None:
+    """The problem when ``count`` (usage, or the engine's count of the conversation) holds under half the text.
+
+    A rendered conversation holds its messages' text and adds markers around it, so it counts at
+    least the text's tokens; under half of them means the template (or whatever built the prompt)
+    left the message out. None when the count is plausible.
+    """
+    if count * 2 >= text_tokens:
+        return None
+    return (f"{TEXT_NOT_COUNTED}: {counted} is {count:,} tokens but {text} alone counts {text_tokens:,}: "
+            f"the message text is not in what the engine counted")
 
 
 class TokenCounter(Protocol):
@@ -155,19 +190,22 @@ class LocalTokenCounter:
 
 
 class ServerTokenCounter:
-    """Counts with the engine's ``/tokenize`` endpoint (synchronous HTTP, :func:`~engine_acceptance.wire.http.run_sync`).
+    """Counts with the engine's tokenize endpoint (synchronous HTTP, :func:`~engine_acceptance.wire.http.run_sync`).
 
-    It holds no connection between calls: each call opens a session, sends its requests one
-    after another, each on a connection of its own, and closes it.
+    ``api`` says the route and the body it takes (:class:`~engine_acceptance.wire.tokenize_api.TokenizeApi`:
+    vLLM's ``{"prompt"}`` or llama-server's ``{"content"}``); a bare path means vLLM's shape. It holds
+    no connection between calls: each call opens a session, sends its requests one after another,
+    each on a connection of its own, and closes it.
     """
 
     kind = "server"
     # Each piece is one HTTP request: bigger pieces, fewer round trips.
     preferred_chunk_chars = 64 * 1024
 
-    def __init__(self, target: EngineTarget, endpoint: str) -> None:
+    def __init__(self, target: EngineTarget, api: TokenizeApi | str) -> None:
         self.target = target
-        self.endpoint = endpoint
+        self.api = api if isinstance(api, TokenizeApi) else TokenizeApi(api)
+        self.endpoint = self.api.endpoint
 
     def describe(self) -> str:
         return f"server POST {self.endpoint} at {self.target.base_url}"
@@ -176,8 +214,11 @@ class ServerTokenCounter:
         return self.count_many([text])[0]
 
     def count_many(self, texts: Sequence[str]) -> list[int]:
-        return self._post_all([{"model": self.target.model, "prompt": text, "add_special_tokens": False}
-                               for text in texts])
+        return self._post_all([(self.endpoint, self.api.text_request(self.target.model, text)) for text in texts])
+
+    def count_completion_prompt(self, text: str) -> int:
+        """Tokens of a ``/v1/completions`` prompt as that route counts it (special tokens added, a BOS)."""
+        return self._post_all([(self.endpoint, self.api.completions_request(self.target.model, text))])[0]
 
     def count_conversation(self, messages: Sequence[Mapping[str, Any]], *, add_generation_prompt: bool = True,
                            tools: Sequence[Mapping[str, Any]] | None = None) -> int:
@@ -186,45 +227,39 @@ class ServerTokenCounter:
         `tools`: the tools the chat request offers, which the template renders too (vLLM's
         TokenizeChatRequest takes them, as the chat request does).
         """
-        body: dict[str, Any] = {"model": self.target.model, "messages": list(messages),
-                                "add_generation_prompt": add_generation_prompt}
-        if tools:
-            body["tools"] = list(tools)
-        return self._post(body)
+        return self._post_all([self.api.conversation_request(self.target.model, messages, tools=tools,
+                                                             add_generation_prompt=add_generation_prompt)])[0]
 
-    def _post(self, body: dict[str, Any]) -> int:
-        return self._post_all([body])[0]
-
-    def _post_all(self, bodies: Sequence[dict[str, Any]]) -> list[int]:
-        """The count of each body, in order, from requests sent one after another on one loop."""
-        if not bodies:
+    def _post_all(self, requests: Sequence[tuple[str, dict[str, Any]]]) -> list[int]:
+        """The count of each (path, body), in order, from requests sent one after another on one loop."""
+        if not requests:
             return []
-        url = self.target.base_url.rstrip("/") + self.endpoint
+        base = self.target.base_url.rstrip("/")
 
         async def send() -> list[int]:
             async with _session(self.target) as client:
                 # No redirect followed: aiohttp would send a redirected POST on as a GET.
-                return [self._count_in(await http.fetch(client, "POST", url, json_body=body, follow_redirects=False))
-                        for body in bodies]
+                return [self._count_in(path, await http.fetch(client, "POST", base + path, json_body=body,
+                                                              follow_redirects=False))
+                        for path, body in requests]
 
         return http.run_sync(send)
 
-    def _count_in(self, answer: http.Answer) -> int:
+    @staticmethod
+    def _count_in(path: str, answer: http.Answer) -> int:
         if answer.status is None:
-            raise TokenCountError(f"POST {self.endpoint} failed: {answer.error}")
+            raise TokenCountError(f"POST {path} failed: {answer.error}")
         if answer.status != 200:
-            raise TokenCountError(f"POST {self.endpoint} answered HTTP {answer.status}: {answer.text()[:300]}")
+            raise TokenCountError(f"POST {path} answered HTTP {answer.status}: {answer.text()[:300]}")
         try:
             data = json.loads(answer.body)
         except ValueError as exc:
-            raise TokenCountError(f"POST {self.endpoint} answered non-JSON: {answer.text()[:300]}") from exc
-        count = data.get("count") if isinstance(data, dict) else None
-        if isinstance(count, int):
-            return count
-        tokens = data.get("tokens") if isinstance(data, dict) else None
-        if isinstance(tokens, list):
-            return len(tokens)
-        raise TokenCountError(f"POST {self.endpoint} answer has neither 'count' nor 'tokens': {answer.text()[:300]}")
+            raise TokenCountError(f"POST {path} answered non-JSON: {answer.text()[:300]}") from exc
+        count = TokenizeApi.count_in(data)
+        if count is None:
+            raise TokenCountError(f"POST {path} answer has no 'count', 'input_tokens' or 'tokens': "
+                                  f"{answer.text()[:300]}")
+        return count
 
 
 def _session(target: EngineTarget) -> aiohttp.ClientSession:
@@ -269,6 +304,18 @@ class PromptAccounting:
     # The engine's count of the rendered conversation, when it has a tokenize endpoint.
     conversation_tokens: int | None = None
 
+    def _text_left_out(self) -> list[str]:
+        """The counts that hold under half of the text's tokens (the template or the prompt dropped it)."""
+        text = f"the message text ({self.text_counted_with})"
+        found = []
+        if self.usage_prompt_tokens is not None:
+            found.append(text_not_counted(self.usage_prompt_tokens, self.text_tokens, counted="usage.prompt_tokens",
+                                          text=text))
+        if self.conversation_tokens is not None and self.conversation_tokens != self.usage_prompt_tokens:
+            found.append(text_not_counted(self.conversation_tokens, self.text_tokens,
+                                          counted="the engine's own count of the conversation", text=text))
+        return [problem for problem in found if problem]
+
     @property
     def difference(self) -> int | None:
         """usage.prompt_tokens minus the count it is compared with."""
@@ -285,6 +332,8 @@ class PromptAccounting:
                 f"/tokenize counts {self.server_text_tokens} ({self.server_text_tokens - self.text_tokens:+d}): "
                 f"--tokenizer is not the served model's tokenizer")
         usage, difference = self.usage_prompt_tokens, self.difference
+        left_out = self._text_left_out()
+        problems += left_out
         if usage is None or difference is None:
             problems.append("the reply has no usage.prompt_tokens to compare")
         elif self.conversation_tokens is not None:
@@ -292,7 +341,7 @@ class PromptAccounting:
                 problems.append(
                     f"usage.prompt_tokens is {usage} but the engine's own /tokenize counts {self.conversation_tokens} "
                     f"for the same conversation: {difference:+d} tokens (tolerance {self.tolerance})")
-        elif not 0 <= difference <= self.template_tokens_max:
+        elif not left_out and not 0 <= difference <= self.template_tokens_max:
             problems.append(
                 f"usage.prompt_tokens is {usage} and the message text counts {self.text_tokens}: the chat template "
                 f"would add {difference:+d} tokens, outside the declared 0..{self.template_tokens_max}")
@@ -406,8 +455,11 @@ def calibrate(target: EngineTarget, *, path: str, make_body: Callable[[str], Map
 
     The slope between the two is the text's tokens per character, the intercept what
     every prompt adds beyond that rate (the engine's BOS or chat template, and any part
-    both samples share). When the engine reports no usage, or the figures make no sense,
-    ``fallback`` is returned with the reason in its ``how``.
+    both samples share). When the engine reports no usage, ``fallback`` is returned with
+    the reason in its ``how``. When its counts leave the text out (the longer sample counted
+    no more tokens than the shorter, or under one token per :data:`MAX_CHARS_PER_TOKEN`
+    characters), that is a finding, not a calibration: :class:`TextNotCounted` says the chat
+    template or the prompt is broken, with the figures.
     """
     first, last = samples[0], samples[-1]
     try:
@@ -417,10 +469,12 @@ def calibrate(target: EngineTarget, *, path: str, make_body: Callable[[str], Map
                              f"{fallback.how}: the calibration requests gave no count ({exc})")
     (short_chars, short_tokens), (long_chars, long_tokens) = points
     slope = (long_tokens - short_tokens) / (long_chars - short_chars) if long_chars != short_chars else 0.0
-    if slope <= 0:
-        return TokenEstimate(fallback.tokens_per_char, fallback.added_tokens, False,
-                             f"{fallback.how}: the calibration made no sense ({short_chars} characters counted "
-                             f"{short_tokens} tokens, {long_chars} counted {long_tokens})")
+    if slope <= 0 or long_tokens * MAX_CHARS_PER_TOKEN < long_chars:
+        raise TextNotCounted(
+            f"{TEXT_NOT_COUNTED}: the engine's usage.prompt_tokens counted {short_tokens:,} tokens for a "
+            f"{short_chars:,}-character text and {long_tokens:,} for {long_chars:,} characters (POST /v1{path}): "
+            f"the text is not in what the engine counted (no tokenizer makes fewer than one token of "
+            f"{MAX_CHARS_PER_TOKEN} characters of prose, nor fewer tokens of a longer text)")
     added = round(short_tokens - slope * short_chars)
     return TokenEstimate(slope, added, True,
                          f"calibrated with the engine's usage.prompt_tokens: {short_chars:,} characters counted "

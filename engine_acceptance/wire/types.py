@@ -39,6 +39,9 @@ class EngineTarget:
     # Out of the repr: pytest prints a failing test's arguments, and a target may be one.
     api_key: str | None = field(default=None, repr=False)
     timeouts: ClientTimeouts = ClientTimeouts()
+    # Whether a connection may carry another request after a streamed reply: False for an engine that
+    # closes it (llama.cpp's llama-server; its engine profile says so), where the load opens one per request.
+    reuse_connections: bool = True
 
     @property
     def v1_url(self) -> str:

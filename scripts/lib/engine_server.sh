@@ -14,6 +14,9 @@
 #   cmd_run CMD    start, run CMD with ENGINE_URL / ENGINE_MODEL / ENGINE_API_KEY
 #                  exported, stop the server it started (a server already up is
 #                  left alone), exit with CMD's status
+#   append_key_and_extra_args FLAG WORDS
+#                  appends FLAG $EA_ENGINE_API_KEY (when set) and WORDS, split
+#                  on blanks, to SERVER_CMD: the key and the user's extra flags
 #   cmd_status, usage (the script's header from line 2 to the end of its
 #   "Usage:" block), engine_main (option parsing and the subcommands
 #   setup|start|stop|run|url|model|status)
@@ -58,6 +61,18 @@ STARTED_HERE=0
 
 log() { printf '[%s %s] %s\n' "$(date '+%Y-%m-%d %H:%M:%S')" "$ENGINE_LOG_LABEL" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
+
+# Every server takes the run's API key under its own flag, and the user's extra flags last.
+append_key_and_extra_args() {
+    local key_flag=$1 extra_words=${2:-}
+    if [[ -n "${EA_ENGINE_API_KEY:-}" ]]; then
+        SERVER_CMD+=("$key_flag" "$EA_ENGINE_API_KEY")
+    fi
+    if [[ -n "$extra_words" ]]; then
+        # shellcheck disable=SC2206  # word splitting is the point
+        SERVER_CMD+=($extra_words)
+    fi
+}
 
 pidfile() { echo "$ENGINE_STATE_DIR/server-$PORT.pid"; }
 logfile() { echo "$ENGINE_STATE_DIR/server-$PORT.log"; }

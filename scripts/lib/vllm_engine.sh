@@ -15,9 +15,9 @@
 #   gemma_fingerprint, gemma_ready, prepare_gemma the converted Gemma 3 270M checkpoint
 #   ready_code                                   GET /health (vLLM exempts it from --api-key)
 #   vllm_server_command MODEL_DIR                SERVER_CMD's common part: the entry point,
-#                                                host, port, model, served name, dtype, eager,
-#                                                API key (EA_ENGINE_API_KEY)
-#   vllm_extra_args                              appends EA_ENGINE_EXTRA_ARGS to SERVER_CMD
+#                                                host, port, model, served name, dtype, eager
+#   vllm_extra_args                              appends the API key (EA_ENGINE_API_KEY) and
+#                                                EA_ENGINE_EXTRA_ARGS to SERVER_CMD, last
 #   pip_quiet
 
 EA_ENGINE_HOME="${EA_ENGINE_HOME:-$HOME/.cache/engine-acceptance/real-engine}"
@@ -190,14 +190,9 @@ vllm_server_command() {
     if [[ "$COMPILE" != 1 ]]; then
         SERVER_CMD+=(--enforce-eager)
     fi
-    if [[ -n "${EA_ENGINE_API_KEY:-}" ]]; then
-        SERVER_CMD+=(--api-key "$EA_ENGINE_API_KEY")
-    fi
 }
 
+# Last on the command line, after the script's own flags: the run's API key and the user's extra flags.
 vllm_extra_args() {
-    if [[ -n "${EA_ENGINE_EXTRA_ARGS:-}" ]]; then
-        # shellcheck disable=SC2206  # word splitting is the point
-        SERVER_CMD+=($EA_ENGINE_EXTRA_ARGS)
-    fi
+    append_key_and_extra_args --api-key "${EA_ENGINE_EXTRA_ARGS:-}"
 }

@@ -29,6 +29,7 @@ from engine_acceptance.capabilities.probes.media import classify_media
 from engine_acceptance.capabilities.probes.responses import classify_responses
 from engine_acceptance.capabilities.probes.structured import classify_structured
 from engine_acceptance.capabilities.probes.tokenize import classify_tokenize
+from engine_acceptance.wire.tokenize_api import TokenizeApi
 from engine_acceptance.capabilities.registry import probed_capabilities
 from engine_acceptance.wire.types import ClientTimeouts, EngineTarget, Exchange
 from engine_acceptance.media.library import MEDIA_DIR
@@ -89,7 +90,7 @@ def test_everything_is_served_under_a_model_name_no_profile_matches(engines: Eng
     switch = next(s for s in THINKING_SWITCHES if s.name == thinking["switch"])
     assert thinking["modes"] == {"enabled": switch.enabled, "disabled": switch.disabled}
     assert discovery.settings("reasoning")["default_on"] is True
-    assert discovery.settings("tokenize") == {"endpoint": "/tokenize"}
+    assert discovery.settings("tokenize") == {"endpoint": "/tokenize", "body": "prompt"}
     assert discovery.settings("video") == {"content_type": "video_url"}
     assert discovery.advertised_context == 32768
     assert discovery.elapsed_s < 2.0, f"discovery took {discovery.elapsed_s:.2f}s on the reference engine"
@@ -135,7 +136,7 @@ def test_generic_engine_profile_probes_video_as_video_url_and_still_finds_tokeni
     # vLLM's and SGLang's video_url: an unknown server that is one of them takes it, and the probe can tell.
     discovery = run_discovery(engines, engine_profile="generic")
     assert discovery.state("video") == "served" and discovery.settings("video") == {"content_type": "video_url"}
-    assert discovery.settings("tokenize") == {"endpoint": "/tokenize"}
+    assert discovery.settings("tokenize") == {"endpoint": "/tokenize", "body": "prompt"}
 
 
 def test_an_engine_profile_naming_no_video_content_type_says_why_video_is_not_probed(engines: Engines) -> None:
@@ -483,7 +484,13 @@ def test_evidence_is_capped_for_a_table_cell() -> None:
         pytest.param(exchange(405, {"detail": "Method Not Allowed"}), "not_served",
                      "POST /tokenize: HTTP 405: Method Not Allowed", id="405"),
         pytest.param(exchange(200, {"ok": True}), "broken",
-                     'POST /tokenize: HTTP 200 without a token list or count: {"ok": true}', id="200-no-tokens"),
+                     'POST /tokenize: HTTP 200 without a token list or count (sent vLLM\'s and SGLang\'s '
+                     '{"prompt"}): {"ok": true}', id="200-no-tokens"),
+        # What llama.cpp's llama-server answers a body it does not read: the evidence says which body it may want.
+        pytest.param(exchange(200, {"tokens": []}), "broken",
+                     "POST /tokenize: HTTP 200 with an empty token list for 'hello' (sent vLLM's and SGLang's "
+                     "{\"prompt\"}): the engine may take another body (features.tokenize_body: 'content', "
+                     "llama-server's {\"content\"})", id="200-empty-tokens"),
         pytest.param(exchange(502, "Bad Gateway"), "broken", "POST /tokenize: HTTP 502: Bad Gateway", id="502"),
         pytest.param(exchange(403, "Forbidden"), "broken", "POST /tokenize: HTTP 403: Forbidden: not a refusal engine "
                      "profile 'vllm' recognizes for tokenize; if the deployment has no tokenize endpoint on purpose, "
@@ -492,7 +499,7 @@ def test_evidence_is_capped_for_a_table_cell() -> None:
     ],
 )
 def test_classify_tokenize(made: Exchange, state: str, evidence: str) -> None:
-    assert classify_tokenize(made, "/tokenize", VLLM) == (state, evidence)
+    assert classify_tokenize(made, TokenizeApi("/tokenize"), VLLM) == (state, evidence)
 
 
 def _cut(content: str) -> dict[str, Any]:

@@ -123,12 +123,19 @@ def test_a_defect_on_one_engine_shows_as_differing_results_and_the_acceptance_ph
     assert verdicts == {"clean": "pass", "broken": "fail"}, verdicts
     markdown = (tmp_path / "out" / "comparison.md").read_text(encoding="utf-8")
     assert "phases acceptance" in markdown
-    text_row = next(line for line in markdown.splitlines() if line.startswith("| text |"))
+    functional = markdown.split("### Checks passed by capability", 1)[1].split("###", 1)[0]
+    text_row = next(line for line in functional.splitlines() if line.startswith("| text |"))
     assert text_row.endswith("| no |"), text_row
     assert "checks ended differently: each is in the table" in markdown
     differences = markdown.split("### Checks that ended differently", 1)[1].split("###", 1)[0]
     # Each differing check with its outcome on each engine, and the failing side's reason.
     assert "| passed | failed: " in differences, differences
+    # What each serves, from each verdict: the capability rows (tokenize among them), where the gauges are read.
+    serving = markdown.split("### What each engine serves", 1)[1].split("###", 1)[0]
+    # The clean side passes text at one sample of three (a shortfall, said in the row).
+    assert "| text | passed; answers trials at 1 of 3 samples per check | " in serving, serving
+    assert "| tokenize | served: the measurements count prompt tokens with it | " in serving, serving
+    assert "| metrics | GET /metrics (engine profile 'vllm': running vllm:num_requests_running, " in serving, serving
 
 
 def test_the_acceptance_phase_is_given_alone(tmp_path: Path) -> None:
@@ -145,7 +152,8 @@ def test_an_unavailable_engine_is_reported_and_the_others_still_compared(tmp_pat
     assert code == 6, output[-6000:]
     markdown = (tmp_path / "out" / "comparison.md").read_text(encoding="utf-8")
     assert "| gone | http://127.0.0.1:9 | ? |" in markdown and "functional 6 |" in markdown
-    text_row = next(line for line in markdown.splitlines() if line.startswith("| text |"))
+    functional = markdown.split("### Checks passed by capability", 1)[1].split("###", 1)[0]
+    text_row = next(line for line in functional.splitlines() if line.startswith("| text |"))
     assert text_row.startswith("| text | - | ") and text_row.endswith("| no |"), text_row
 
 

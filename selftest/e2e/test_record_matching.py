@@ -168,6 +168,9 @@ def test_a_single_problem_is_matched_in_the_whole_message_without_its_exception_
 LLAMA_LEAD = discovery_lead("image", "pure-red-512.png: image_url part dropped: prompt_tokens 7 with the image, 7 "
                                      "without (the engine answered 200 but did not read the image)")
 
+# What llama-server b11312 answers an image part without an mmproj (the body as the checks print it).
+LLAMA_SERVER_NO_IMAGE = ('{"code": 500, "message": "image input is not supported - hint: if this is unexpected, you may '
+                         'need to provide the mmproj", "type": "server_error"}')
 # Each shipped record against a failure worded as its check words it (tests/), and against
 # failures of the same check the record must not cover. Gemma and MiniMax cannot run here:
 # these messages follow the assertions' f-strings and the records' `evidence`.
@@ -281,6 +284,54 @@ SHIPPED = {
          "messages.2.content: Input should be a valid string\"}",
          "AssertionError: history shape 'content-null' (an assistant message with tool_calls and content null): the "
          "answer does not use the tool results for 广州: '…'"]),
+    # Thinking on (vLLM's qwen3 reasoning parser) on the CI's vLLM, as the run of 2026-12-05 saw it: the
+    # pretrained model never closes its reasoning, so every answer check names a reasoning that used up max_tokens.
+    "gemma3-270m-vllm-cpu.yaml#17": (
+        "AssertionError: the reasoning used up max_tokens (48 completion tokens, finish_reason 'length') before any "
+        "answer: content is empty after 96 characters of reasoning",
+        ["AssertionError: content is empty: the answer is missing next to the reasoning (finish_reason='stop')",
+         "AssertionError: the reasoning field (reasoning / reasoning_content) is empty and content holds reasoning "
+         "markers ['<think>', '</think>']: '<think>\\n计算 19×37…'",
+         "AssertionError: streamed request to http://h/v1/chat/completions failed: HTTP 500: {}"]),
+    "gemma3-270m-vllm-cpu.yaml#18": (
+        "sample 1: thinking enabled: the reasoning used up max_tokens (128 completion tokens, finish_reason 'length') "
+        "before any answer: content is empty after 262 characters of reasoning",
+        ["sample 1: thinking enabled: content is empty next to the reasoning (finish_reason='stop')",
+         "sample 2: thinking enabled, yet the reasoning field (reasoning / reasoning_content) is empty and content "
+         "holds reasoning markers ['<think>', '</think>']",
+         "sample 3: streamed request to http://h/v1/chat/completions failed: HTTP 500: {}"]),
+    "gemma3-270m-vllm-cpu.yaml#19": (
+        "AssertionError: thinking enabled: 0/1 correct answers to the 240 question; the reasoning used up max_tokens "
+        "(128 completion tokens, finish_reason 'length') before any answer: content is empty after 301 characters of "
+        "reasoning [trials: 0/1 passed, rule: all 1]",
+        ["AssertionError: thinking enabled: 0/1 correct answers to the 240 question (answers: None; contents: ['']) "
+         "[trials: 0/1 passed, rule: all 1]",
+         "AssertionError: thinking enabled: 1/5 correct answers to the 240 question (answers: 240, None, None, None, "
+         "None; contents: ['240', '', '', '', ''])",
+         "AssertionError: thinking enabled: 0/5 correct answers to the 240 question (answers: 36, 36, 36, 36, 36; "
+         "contents: ['一个仓库有240件货物，先发走15%，又入库36件…'])",
+         "sample 2: non-streamed request to http://h/v1/chat/completions failed: HTTP 500: {}"]),
+    "gemma3-270m-vllm-cpu.yaml#20": (
+        "AssertionError: thinking disabled: 0/5 correct answers to the 240 question (answers: 36, 36, 36, 36, 36; "
+        "contents: ['一个仓库有240件货物，先发走15%，又入库36件…', '一个仓库有240件货物，先发走15%，又入库36件…', "
+        "'一个仓库有240件货物，先发走15%，又入库36件…', '一个仓库有240件货物，先发走15%，又入库36件…', "
+        "'一个仓库有240件货物，先发走15%，又入库36件…']) [trials: 0/5 passed, rule: all 5]",
+        ["AssertionError: thinking disabled: 3/5 correct answers to the 240 question (answers: 240, 36, 240, 36, 240; "
+         "contents: [])",
+         "AssertionError: thinking disabled: 0/5 correct answers to the 240 question; the reasoning used up max_tokens "
+         "(128 completion tokens, finish_reason 'length') before any answer: content is empty after 300 characters "
+         "of reasoning",
+         "sample 4: non-streamed request to http://h/v1/chat/completions failed: timeout: no byte for 60 s"]),
+    "gemma3-270m-vllm-cpu.yaml#21": (
+        "AssertionError: response_format asked for the schema, the content does not fit: the content is not JSON "
+        "(Expecting value: line 1 column 1 (char 0)): ''; the reasoning used up max_tokens (128 completion tokens, "
+        "finish_reason 'length') before any answer: content is empty after 305 characters of reasoning",
+        ["AssertionError: response_format asked for the schema, the content does not fit: the content is not JSON "
+         "(Expecting property name enclosed in double quotes: line 1 column 2 (char 1)): '{'; the reply was cut at "
+         "max_tokens=128 (finish_reason 'length') before the JSON was complete",
+         "AssertionError: thinking is on, yet the reasoning field (reasoning / reasoning_content) is empty; content: "
+         "'{\"name\": \"x\"}'",
+         "AssertionError: streamed request to http://h/v1/chat/completions failed: HTTP 500: {}"]),
     "vllm-0.32-contract.yaml#0": (
         "AssertionError: a tool result that answers no tool call: the engine accepted it: HTTP 200, content '{}命题'",
         ["AssertionError: a tool result that answers no tool call: server error on client data: HTTP 500",
@@ -306,6 +357,163 @@ SHIPPED = {
         ["AssertionError: tool_choice names get_weather, yet the response has no function_call item (message; "
          "status 'completed'; output_text 'It is sunny')",
          "AssertionError: function_call.arguments: arguments are not JSON (Unterminated string): '{'"]),
+    # vLLM 0.32 with media (the tiny Qwen2-VL, scripts/multimodal_engine.sh): messages built from the records'
+    # evidence of the run of 2026-12-05.
+    "vllm-0.32-contract.yaml#5": (
+        "AssertionError: an image at a URL the engine cannot fetch: server error on client data: HTTP 500, body "
+        "{\"message\": \"Cannot connect to host 127.0.0.1:9 ssl:default [Connect call failed ('127.0.0.1', 9)]\", "
+        "\"type\": \"InternalServerError\", \"code\": 500}\nassert 'server error…' is None",
+        ["AssertionError: an image at a URL the engine cannot fetch: server error on client data: HTTP 500, body "
+         "{\"message\": \"Internal server error\", \"type\": \"InternalServerError\", \"code\": 500}",
+         "AssertionError: an image at a URL the engine cannot fetch: the engine accepted it: HTTP 200, content 'x'",
+         "AssertionError: an image at a URL the engine cannot fetch: no answer within the idle timeout: the engine "
+         "hangs on it (total timeout after 60 s)"]),
+    "vllm-0.32-contract.yaml#6": (
+        "AssertionError: mislabelled sample png-bytes-as-mp4 (a valid PNG (bordered-red-512.png) sent as a video part "
+        "labelled video/mp4: the bytes are no video), sent as video_url: server error on client data: HTTP 500, body "
+        "{\"message\": \"upper bound and lower bound inconsistent with step sign\", \"type\": "
+        "\"InternalServerError\", \"code\": 500}\nassert 'server error…' is None",
+        ["AssertionError: mislabelled sample png-bytes-as-mp4 (a valid PNG (bordered-red-512.png) sent as a video "
+         "part labelled video/mp4: the bytes are no video), sent as video_url: server error on client data: HTTP "
+         "500, body {\"message\": \"Internal server error\", \"code\": 500}",
+         "AssertionError: mislabelled sample png-bytes-as-mp4 (a valid PNG (bordered-red-512.png) sent as a video "
+         "part labelled video/mp4: the bytes are no video), sent as video_url: the engine accepted it: HTTP 200, "
+         "content 'red'",
+         "AssertionError: corrupt sample truncated-mp4 (the first half of video-rgb-16f.mp4), sent as video_url: "
+         "server error on client data: HTTP 500, body {\"message\": \"upper bound and lower bound inconsistent with "
+         "step sign\"}"]),
+    "vllm-0.32-contract.yaml#7": (
+        "AssertionError: mislabelled sample png-labelled-text-plain (a valid PNG (bordered-red-512.png) in an image "
+        "part whose data URL declares text/plain, not an image type), sent as image_url: the engine accepted it: HTTP "
+        "200, content ' lovely lovely lovely'\nassert 'the engine a…' is None",
+        ["AssertionError: mislabelled sample png-labelled-text-plain (a valid PNG (bordered-red-512.png) in an image "
+         "part whose data URL declares text/plain, not an image type), sent as image_url: server error on client "
+         "data: HTTP 500, body {}",
+         "AssertionError: mislabelled sample png-labelled-text-plain (a valid PNG (bordered-red-512.png) in an image "
+         "part whose data URL declares text/plain, not an image type), sent as image_url: HTTP 400 but no error body "
+         "with a message: body ''",
+         "AssertionError: mislabelled sample png-bytes-as-mp4 (a valid PNG (bordered-red-512.png) sent as a video "
+         "part labelled video/mp4: the bytes are no video), sent as video_url: the engine accepted it: HTTP 200, "
+         "content 'x'"]),
+    "vllm-0.32-contract.yaml#8": (
+        "AssertionError: corrupt sample png-header-broken-body (valid PNG signature and IHDR, IDAT replaced by "
+        "non-zlib bytes (CRCs valid)), sent as image_url: the engine accepted it: HTTP 200, content ' Chem Chem "
+        "Chem'\nassert 'the engine a…' is None",
+        ["AssertionError: corrupt sample png-header-broken-body (valid PNG signature and IHDR, IDAT replaced by "
+         "non-zlib bytes (CRCs valid)), sent as image_url: server error on client data: HTTP 500, body "
+         "{\"message\": \"broken data stream when reading image file\"}",
+         "AssertionError: corrupt sample truncated-png (the first half of bordered-red-512.png), sent as image_url: "
+         "the engine accepted it: HTTP 200, content 'x'",
+         "AssertionError: corrupt sample png-header-broken-body (valid PNG signature and IHDR, IDAT replaced by "
+         "non-zlib bytes (CRCs valid)), sent as image_url: the connection failed, the engine may have crashed "
+         "(APIConnectionError: Connection error.)"]),
+    # The tiny random-weight Qwen2-VL on vLLM 0.32 (scripts/multimodal_engine.sh): it reads no media and writes
+    # noise to max_tokens; one sample of each model-behaviour check (its profile's trials). Built from the
+    # records' evidence of the run of 2026-12-05.
+    "qwen2-vl-tiny-vllm-cpu.yaml#0": (
+        "AssertionError: expected the largest area of bordered-red-512.png named red (红/紅/red); the answer names no "
+        "colour: ' lovely lovely lovely lovely…' [trials: 0/1 passed, rule: at least 60% of 1]\nassert (False)",
+        ["AssertionError: content is empty (reasoning='') (finish_reason='length') [trials: 0/1 passed, rule: at "
+         "least 60% of 1]",
+         "AssertionError: streamed request to http://h/v1/chat/completions failed: HTTP 500: {\"message\": "
+         "\"Failed to load image\"}",
+         "AssertionError: non-streamed request to http://h/v1/chat/completions failed: timeout: no byte for 60 s"]),
+    "qwen2-vl-tiny-vllm-cpu.yaml#1": (
+        "AssertionError: pure-blue-512.png is one single colour, blue (蓝/藍/blue); the answer names no colour: ' эфи "
+        "эфи эфи…' [trials: 0/1 passed, rule: at least 60% of 1]\nassert [] == ['blue']",
+        ["AssertionError: content is empty (reasoning='') (finish_reason='stop') [trials: 0/1 passed, rule: at least "
+         "60% of 1]",
+         "AssertionError: non-streamed request to http://h/v1/chat/completions failed: timeout: no byte for 60 s"]),
+    "qwen2-vl-tiny-vllm-cpu.yaml#2": (
+        "sample 1: expected the values Q1=120, Q2=90, Q3=150 in this order; the answer has the numbers []: "
+        "'流流流流流流流流…'",
+        # The other reading of the same answer is a problem of its own.
+        ["sample 1: expected Q2 named as the quarter that dropped from the one before; no sentence names it with a "
+         "word for a drop: '流流流流流流流流…'",
+         "AssertionError: content is empty (reasoning='') (finish_reason='length') [trials: 0/1 passed, rule: at "
+         "least 60% of 1]",
+         "AssertionError: streamed request to http://h/v1/chat/completions failed: HTTP 500: {}"]),
+    "qwen2-vl-tiny-vllm-cpu.yaml#13": (
+        "sample 1: expected Q2 named as the quarter that dropped from the one before; no sentence names it with a "
+        "word for a drop: '流流流流流流流流…'",
+        ["sample 1: expected the values Q1=120, Q2=90, Q3=150 in this order; the answer has the numbers []: "
+         "'流流流流流流流流…'",
+         "AssertionError: streamed request to http://h/v1/chat/completions failed: HTTP 500: {}"]),
+    "qwen2-vl-tiny-vllm-cpu.yaml#3": (
+        "AssertionError: expected the images' main colours in order, red then blue; the answer names no colour (white "
+        "and black ignored): ' envol envol envol…' [trials: 0/1 passed, rule: at least 60% of 1]\nassert [] == "
+        "['red', 'blue']",
+        ["AssertionError: content is empty (reasoning='') (finish_reason='length') [trials: 0/1 passed, rule: at "
+         "least 60% of 1]",
+         "AssertionError: non-streamed request to http://h/v1/chat/completions failed: HTTP 500: {}"]),
+    "qwen2-vl-tiny-vllm-cpu.yaml#4": (
+        "AssertionError: expected the background colours in order, red then green then blue; the answer names none of "
+        "them in that order: 'WebAppWebAppWebApp…' [trials: 0/1 passed, rule: at least 60% of 1]\nassert [] == "
+        "['red', 'green', 'blue']",
+        ["AssertionError: expected the background colours in order, red then green then blue; the answer names "
+         "['red'] in that order: 'red'",
+         "AssertionError: streamed request to http://h/v1/chat/completions failed: HTTP 500: {\"message\": \"upper "
+         "bound and lower bound inconsistent with step sign\"}"]),
+    "qwen2-vl-tiny-vllm-cpu.yaml#5": (
+        "AssertionError: image-512@1: 48/48 replies named the wrong colours under load, e.g. named no colour instead "
+        "of red: ' lovely lovely lovely lovely lovely'",
+        # Some replies wrong, or requests that failed, are other findings.
+        ["AssertionError: image-512@1: 3/48 replies named the wrong colours under load, e.g. named no colour instead "
+         "of red: ' lovely'",
+         "AssertionError: image-512@1: 2/48 measured requests failed: http_500 x2 (e.g. HTTP 500: {})",
+         "AssertionError: video-16frames@4: 48/48 measured requests failed: connection x48 (e.g. "
+         "ServerDisconnectedError)"]),
+    "qwen2-vl-tiny-vllm-cpu.yaml#6": (
+        "AssertionError: expected 703 in the answer, got 'SVSVSVSVSV…诖诖诖' [trials: 0/1 passed, rule: all 1]\n"
+        "assert 703 in []",
+        ["AssertionError: expected 703 in the answer, the reasoning used up max_tokens (32 completion tokens, "
+         "finish_reason 'length') before any answer: content is empty after 90 characters of reasoning",
+         "AssertionError: streamed request to http://h/v1/chat/completions failed: HTTP 500: {}"]),
+    "qwen2-vl-tiny-vllm-cpu.yaml#7": (
+        "AssertionError: turn 2 should repeat the codename 'jade-628' from turn 1, got 'ఋఋఋఋఋఋ…' [trials: 0/1 "
+        "passed, rule: all 1]\nassert 'jade-628' in 'ఋఋఋఋఋఋ'",
+        ["AssertionError: non-streamed request to http://h/v1/chat/completions failed: HTTP 400: {\"message\": "
+         "\"This model's maximum context length is 8192 tokens\"}",
+         "AssertionError: turn 2 should repeat the codename 'jade-628' from turn 1, the reasoning used up max_tokens "
+         "(32 completion tokens, finish_reason 'length') before any answer: content is empty after 80 characters of "
+         "reasoning"]),
+    "qwen2-vl-tiny-vllm-cpu.yaml#8": (
+        "AssertionError: no Python code defining unique_sorted in the reply: '\\n\\n\\n राउंड राउंड राउंड…'\nassert "
+        "None is not None",
+        ["AssertionError: the code fails the allow-list and was not run: imports are not allowed",
+         "AssertionError: the sandbox gave no verdict: timeout: no verdict within 10 s",
+         "AssertionError: non-streamed request to http://h/v1/chat/completions failed: timeout: total timeout"]),
+    "qwen2-vl-tiny-vllm-cpu.yaml#9": (
+        "AssertionError: response_format asked for the schema, the content does not fit: the content is not JSON "
+        "(Expecting property name enclosed in double quotes: line 1 column 2 (char 1)): '{'; the reply was cut at "
+        "max_tokens=128 (finish_reason 'length') before the JSON was complete",
+        # JSON that misses the schema, or free text that was not cut, is not the grammar's unfinished object.
+        ["AssertionError: response_format asked for the schema, the content does not fit: (top level): 'name' is a "
+         "required property",
+         "AssertionError: response_format asked for the schema, the content does not fit: the content is not JSON "
+         "(Expecting value: line 1 column 1 (char 0)): 'hello'",
+         "AssertionError: streamed request to http://h/v1/chat/completions failed: HTTP 500: {}"]),
+    "qwen2-vl-tiny-vllm-cpu.yaml#10": (
+        "AssertionError: asked for the key jade-50-1-…: the code at 50% depth, jade-50-1-259920, is missing (the reply "
+        "was cut at max_tokens); the answer was '\\n\\n\\n\\n\\n\\n…' [trials: 0/1 passed, rule: all 1]",
+        ["AssertionError: asked for the key jade-50-1-…: the code at 50% depth is wrong: jade-50-1-259921 instead of "
+         "jade-50-1-259920 (character 16 is '1', expected '0'); the answer was 'jade-50-1-259921'",
+         "AssertionError: asked for the key jade-50-1-…: jade-10-1-435121 is another key's code, not one asked for; "
+         "the answer was 'jade-10-1-435121'",
+         "Failed: the recall request (7,104 tokens) failed after 60.0 s: timeout: no byte for 60 s"]),
+    "qwen2-vl-tiny-vllm-cpu.yaml#11": (
+        "AssertionError: the document has no key jade-30-2-…, so the answer must be NOT_FOUND; it was "
+        "'\\n\\n\\n\\n\\n\\n…' (the reply was cut at max_tokens) [trials: 0/1 passed, rule: all 1]",
+        ["AssertionError: the streamed reply has no usage although stream_options.include_usage was set",
+         "Failed: the recall request (7,104 tokens) failed after 60.0 s: HTTP 400: {\"message\": \"This model's "
+         "maximum context length is 8192 tokens\"}"]),
+    "qwen2-vl-tiny-vllm-cpu.yaml#12": (
+        "AssertionError: the answer holds no JSON object (the reply was cut at max_tokens): '\\n\\n\\n\\n\\n\\n…' "
+        "[trials: 0/1 passed, rule: all 1]",
+        ["AssertionError: in a prompt of about 7,104 tokens: the code at 10% depth, jade-10-0-123456, is missing; the "
+         "answer was '{}'",
+         "AssertionError: the stream did not end with data: [DONE] (stream cut)",
+         "Failed: the recall request (7,104 tokens) failed after 60.0 s: timeout: no byte for 60 s"]),
     # llama.cpp's Python server (the second real engine): messages as its CI run of 2026-12-01 printed them.
     "llamacpp-0.3-contract.yaml#0": (
         "AssertionError: no usage in the reply (stream_options.include_usage was set)\nassert None is not None",
@@ -473,6 +681,159 @@ SHIPPED = {
         "colour (white and black ignored): '(1)'",
         [f"AssertionError: {LLAMA_LEAD}expected the images' main colours in order, red then blue; the answer names "
          "['blue', 'red'] (white and black ignored): 'blue, red'"]),
+    # llama.cpp's own llama-server b11312 (the second real engine since issue 40): messages as its run of
+    # 2026-12-05 printed them, after the discovery lead a broken capability's checks start with.
+    "llama-server-b11312-contract.yaml#0": (
+        "image found broken by capability discovery (pure-red-512.png: HTTP 500: image input is not supported - "
+        "hint: if this is unexpected, you may need to provide the mmproj); non-streamed request to "
+        "http://127.0.0.1:8051/v1/chat/completions failed: HTTP 500: " + LLAMA_SERVER_NO_IMAGE,
+        ["image found broken by capability discovery (pure-red-512.png: HTTP 500: image input is not supported - "
+         "hint: if this is unexpected, you may need to provide the mmproj); non-streamed request to "
+         "http://h/v1/chat/completions failed: HTTP 500: {\"code\": 500, \"message\": \"boom\"}",
+         "AssertionError: pure-red-512.png is one single colour, red (红/紅/red); the answer names ['black']: '1. 黑色'"]),
+    "llama-server-b11312-contract.yaml#1": (
+        "video found broken by capability discovery (video-rgb-16f.mp4: HTTP 500: video input is not supported - "
+        "hint: if this is unexpected, you may need to provide the mmproj); streamed request to "
+        "http://127.0.0.1:8051/v1/chat/completions failed: HTTP 500: "
+        + LLAMA_SERVER_NO_IMAGE.replace("image", "video"),
+        ["Failed: streamed request to http://h/v1/chat/completions failed: HTTP 500: {\"message\": \"boom\"}",
+         "AssertionError: the background colours in order are red, green, blue; the answer names ['red']: 'red'"]),
+    "llama-server-b11312-contract.yaml#2": (
+        "AssertionError: corrupt sample truncated-png (the first half of bordered-red-512.png), sent as image_url: "
+        "server error on client data: HTTP 500, body " + LLAMA_SERVER_NO_IMAGE,
+        ["AssertionError: corrupt sample truncated-png (the first half of bordered-red-512.png), sent as image_url: "
+         "server error on client data: HTTP 500, body {\"message\": \"Failed to load image\"}",
+         "AssertionError: corrupt sample truncated-png (the first half of bordered-red-512.png), sent as image_url: "
+         "the engine accepted it: HTTP 200"]),
+    "llama-server-b11312-contract.yaml#3": (
+        "image found broken by capability discovery (pure-red-512.png: HTTP 500: image input is not supported - "
+        "hint: if this is unexpected, you may need to provide the mmproj); an image at a URL the engine cannot "
+        "fetch: server error on client data: HTTP 500, body " + LLAMA_SERVER_NO_IMAGE,
+        ["AssertionError: an image at a URL the engine cannot fetch: server error on client data: HTTP 500, body "
+         "{\"message\": \"Failed to fetch image\"}",
+         "AssertionError: an image at a URL the engine cannot fetch: the engine accepted it: HTTP 200, content 'x'"]),
+    "llama-server-b11312-contract.yaml#4": (
+        "image found broken by capability discovery (pure-red-512.png: HTTP 500: image input is not supported - "
+        "hint: if this is unexpected, you may need to provide the mmproj); image-512@1: 2/2 measured requests "
+        "failed: http_500 x2 (e.g. application/json: {\"error\":{\"code\":500,\"message\":\"image input is not "
+        "supported - hint: if this is unexpected, you may need to provide the mmproj\",\"type\":\"server_error\"}})",
+        ["AssertionError: two-images-512@4: 48/48 measured requests failed: connection x48 (e.g. ServerDisconnectedError)",
+         "AssertionError: image-512@1: 2/2 measured requests failed: connection x2 (e.g. ServerDisconnectedError)",
+         "AssertionError: replies named the wrong colours under load, e.g. named no colour instead of red"]),
+    "llama-server-b11312-contract.yaml#5": (
+        "AssertionError: a message without a role: server error on client data: HTTP 500, body {\"code\": 500, "
+        "\"message\": \"Failed to parse messages: Missing 'role' in message: {\\\"content\\\":\\\"hello\\\"}\", "
+        "\"type\": \"server_error\"}",
+        ["AssertionError: a message without a role: server error on client data: HTTP 500, body {\"message\": \"x\"}",
+         "AssertionError: a message without a role: the engine accepted it: HTTP 200, content 'hello'"]),
+    "llama-server-b11312-contract.yaml#6": (
+        "AssertionError: temperature -1: the engine accepted it: HTTP 200, content 'Say hello. mendatanguser'",
+        ["AssertionError: temperature -1: server error on client data: HTTP 500, body {}",
+         "AssertionError: max_tokens 0: the engine accepted it: HTTP 200, content 'Say'"]),
+    "llama-server-b11312-contract.yaml#7": (
+        "Failed: max_tokens 0: the engine accepted it (HTTP 200), so there is no error body to read",
+        ["AssertionError: max_tokens 0: server error on client data: HTTP 500, body {}",
+         "AssertionError: temperature -1: the engine accepted it: HTTP 200, content 'x'"]),
+    "llama-server-b11312-contract.yaml#8": (
+        "AssertionError: a tool result that answers no tool call: the engine accepted it: HTTP 200, content "
+        "'Say hello. mendatang\\n{}\".futuremodel'",
+        ["AssertionError: a tool result that answers no tool call: server error on client data: HTTP 500",
+         "AssertionError: temperature -1: the engine accepted it: HTTP 200, content 'x'"]),
+    "llama-server-b11312-contract.yaml#9": (
+        "AssertionError: 3 choices each cut at max_tokens=12 are 36 completion tokens, usage.completion_tokens says "
+        "12\nassert 12 == (3 * 12)",
+        ["AssertionError: 3 choices each cut at max_tokens=12 are 36 completion tokens, usage.completion_tokens says "
+         "24",
+         "AssertionError: n=3 asks for 3 choices indexed 0..2, the reply has 1 with indexes [0]"]),
+    "llama-server-b11312-contract.yaml#10": (
+        "AssertionError: tool_choice forces get_weather, yet no call was made (content: '用一句话介绍北京。 "
+        "mendatang\\n向来(北京)…')\nassert []",
+        ["AssertionError: tool_choice forces get_weather, the reply calls ['other']",
+         "Failed: non-streamed request to http://h/v1/chat/completions failed: HTTP 500: {}"]),
+    "llama-server-b11312-contract.yaml#11": (
+        "AssertionError: tool_choice names get_weather, yet the response has no function_call item (message; status "
+        "'completed'; output_text 'What is the weather in Paris right now? Use the tool. mendatang…')\nassert []",
+        ["AssertionError: function_call.arguments: arguments are not JSON (Unterminated string): '{'",
+         "Failed: non-streamed request to http://h/v1/responses failed: HTTP 500: {}"]),
+    "llama-server-b11312-contract.yaml#12": (
+        "AssertionError: the engine closed the connection after a streamed reply without saying so (no 'Connection: "
+        "close') (its headers said Keep-Alive: timeout=5, max=100): the next request on it failed: ClientOSError: "
+        "[Errno None] Can not write request body for http://127.0.0.1:8051/v1/chat/completions",
+        ["AssertionError: the streamed request itself failed (HTTP 500), so what follows it on its connection cannot "
+         "be judged",
+         "AssertionError: the next request on the streamed reply's connection was answered HTTP 500"]),
+    "llama-server-b11312-contract.yaml#13": (
+        "video-16frames@1: 48/48 measured requests failed: http_500 x48 (e.g. application/json: {\"error\":{\"code\":"
+        "500,\"message\":\"video input is not supported - hint: if this is unexpected, you may need to provide the "
+        "mmproj\",\"type\":\"server_error\"}})",
+        ["AssertionError: video-16frames@1: 48/48 measured requests failed: connection x48 (e.g. ServerDisconnectedError)",
+         "AssertionError: image-512@1: 2/2 measured requests failed: http_500 x2 (e.g. application/json: "
+         "{\"error\":{\"code\":500,\"message\":\"image input is not supported - hint: if this is unexpected\"}})"]),
+    "gemma3-270m-llama-server.yaml#0": (
+        "AssertionError: expected 703 in the answer, got '计算 19×37，只输出结果。icional\\n下次…'\nassert 703 in [19, 37]",
+        ["Failed: streamed request to http://h/v1/chat/completions failed: HTTP 500: {'message': 'boom'}"]),
+    "gemma3-270m-llama-server.yaml#1": (
+        "AssertionError: turn 2 should repeat the codename 'jade-628' from turn 1, got '请记住本次对话的代号：jade-631。'",
+        ["Failed: non-streamed request to http://h/v1/chat/completions failed: timeout: no byte for 60 s"]),
+    "gemma3-270m-llama-server.yaml#2": (
+        "AssertionError: no Python code defining unique_sorted in the reply: '编写Python函数unique_sorted(values)…'",
+        ["AssertionError: the code fails the allow-list and was not run: imports are not allowed"]),
+    "gemma3-270m-llama-server.yaml#3": (
+        "AssertionError: expected parallel calls for 广州, 北京 in one turn, got no tool calls (content: '请在本轮同时调用"
+        " get_weather 查询广州和北京的天气，不要猜测结果。 mendatang…')\nassert 0 >= 2",
+        ["AssertionError: expected parallel calls for 广州, 北京 in one turn, got get_weather({\"city\": \"广州\"})"]),
+    "gemma3-270m-llama-server.yaml#4": (
+        "AssertionError: no tool calls to check (content: '请在本轮同时调用 get_weather…')\nassert []",
+        ["AssertionError: function_call.arguments: arguments are not JSON (Expecting value): '{city'"]),
+    "gemma3-270m-llama-server.yaml#5": (
+        "AssertionError: non-streamed request to http://127.0.0.1:8051/v1/chat/completions failed: HTTP 400: "
+        "{\"code\": 400, \"message\": \"Unable to generate parser for this template. Automatic parser generation "
+        "failed: \\n------------\\nWhile executing CallExpression at line 15, column 27 in source:\\n...% 2 == 0) "
+        "-%}↵        {{ raise_exception(\\\"Conversation roles must alternate user...\"}",
+        ["AssertionError: non-streamed request to http://h/v1/chat/completions failed: HTTP 400: {\"message\": "
+         "\"Unable to generate parser for this template.\"}",
+         "AssertionError: the final answer does not use the tool results for 广州 (stub results: {}): ''"]),
+    "gemma3-270m-llama-server.yaml#6": (
+        "AssertionError: asked for the key jade-10-1-…: the code at 10% depth, jade-10-1-435121, is missing "
+        "(the reply was cut at max_tokens); the answer was '<document>\\n<document>…'",
+        ["AssertionError: asked for the key jade-50-1-…: the code at 50% depth is wrong: jade-50-1-259921 instead "
+         "of jade-50-1-259920 (character 16 is '1', expected '0'); the answer was 'jade-50-1-259921'"]),
+    "gemma3-270m-llama-server.yaml#7": (
+        "AssertionError: the document has no key jade-30-2-…, so the answer must be NOT_FOUND; it was "
+        "'<document>…' (the reply was cut at max_tokens)",
+        ["Failed: the 1,024-token recall request failed after 60.0 s: timeout: no byte for 60 s"]),
+    "gemma3-270m-llama-server.yaml#8": (
+        "AssertionError: the answer holds no JSON object (the reply was cut at max_tokens): '下面 <document>…'",
+        ["AssertionError: in a 1,024-token prompt: the code at 10% depth, jade-10-0-123456, is missing; the answer "
+         "was '{}'"]),
+    # The tool-accuracy set on llama-server (the README's one command), as that run printed it.
+    "gemma3-270m-llama-server.yaml#9": (
+        "AssertionError: tool-accuracy requests answered with 2xx: 586/638 = 91.8% (95% Wilson 89.5-93.7%), below the "
+        "required 100.0%. Errors by kind (1): 52 x HTTP 400: {\"code\": 400, \"message\": \"Unable to generate parser "
+        "for this template. Automatic parser generation failed: \\n------------\\nWhile executing CallExpress "
+        "[non-streamed and streamed: multi-turn-results-001, multi-turn-results-002, multi-turn-results-003, ... (26 "
+        "cases)]",
+        # Another kind beside the template's 400s (that run's idle timeouts) is not the record's.
+        ["AssertionError: tool-accuracy requests answered with 2xx: 520/638 = 81.5% (95% Wilson 78.3-84.3%), below the "
+         "required 100.0%. Errors by kind (2): 66 x timeout: idle timeout: the engine accepted the request and sent no "
+         "response within 60s [streamed: any-of-015, ... (66 cases)]; 52 x HTTP 400: {\"code\": 400, \"message\": "
+         "\"Unable to generate parser for this template. Automatic parser generation failed: \\n\" [non-streamed and "
+         "streamed: multi-turn-results-001, ... (26 cases)]",
+         "AssertionError: tool-accuracy requests answered with 2xx: 586/638 = 91.8% (95% Wilson 89.5-93.7%), below the "
+         "required 100.0%. Errors by kind (1): 52 x HTTP 500: {} [non-streamed and streamed: multi-turn-results-001, "
+         "... (26 cases)]"]),
+    "gemma3-270m-llama-server.yaml#10": (
+        "Failed: no tool call in 638 replies, 67 cases of which force a call (tool_choice required or named): nothing to "
+        "validate",
+        ["AssertionError: tool-call arguments that are JSON fitting the tool's schema: 0/10 = 0.0%"]),
+    "gemma3-270m-llama-server.yaml#11": (
+        "Failed: only 0 of 520 answered replies ended before max_tokens 64 (520 cut, not judged: their finish_reason "
+        "'length' says nothing about their calls), fewer than the 30 needed to judge finish_reason against the calls",
+        ["AssertionError: finish_reason 'tool_calls' exactly when the reply calls a tool: 12/40 = 30.0%"]),
+    "gemma3-270m-llama-server.yaml#12": (
+        "Failed: only 0 of 319 cases had both replies run to their end (319: an HTTP error or a reply cut by max_tokens "
+        "64 on one side), fewer than the 30 needed to judge streamed = non-streamed",
+        ["AssertionError: streamed calls = non-streamed calls: 20/40 = 50.0%"]),
     "seed-001-media.yaml#0": (
         "AssertionError: pure-red-512.png is one single colour, red (红/紅/red); the answer names ['black']: '1. 黑色'",
         ["AssertionError: pure-red-512.png is one single colour, red (红/紅/red); the answer names ['white']: '白色'",

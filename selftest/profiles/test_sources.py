@@ -155,7 +155,7 @@ def test_an_unknown_name_says_where_it_was_looked_for(team_dir: Path) -> None:
         load_engine_profile("tgi")
     message = str(excinfo.value)
     assert f"no engine profile named 'tgi' in {team_dir.resolve() / 'engines'}, {SHIPPED.engines}" in message
-    assert "available: acme-serve, generic, llamacpp, sglang, vllm" in message
+    assert "available: acme-serve, generic, llama-server, llamacpp, sglang, vllm" in message
 
 
 # --- folders that are not profiles dirs ----------------------------------------------------

@@ -22,6 +22,7 @@ from engine_acceptance.capabilities.registry import stated_intent
 from engine_acceptance.profiles.request_options import with_thinking_budget
 from engine_acceptance.wire.client import RawStreamingClient
 from engine_acceptance.wire.reassembly import REASONING_TOKENS_PATHS, Reply
+from engine_acceptance.wire.tokenize_api import TokenizeApi
 
 __all__ = ["ANSWER_ROOM", "BUDGET_SLACK", "DEFAULT_THINKING_BUDGET", "budget_problem", "count_reasoning_tokens",
            "probe_thinking_budget"]
@@ -37,20 +38,18 @@ _QUESTION = "What is 17 + 25? Answer with the number only."
 
 
 async def count_reasoning_tokens(reply: Reply, raw: RawStreamingClient, model: str,
-                                 endpoint: str | None) -> tuple[int | None, str]:
+                                 api: TokenizeApi | None) -> tuple[int | None, str]:
     """The reply's reasoning tokens and how they were counted; None (and why) when nothing can count them."""
     reported = reply.usage.first_detail(REASONING_TOKENS_PATHS) if reply.usage is not None else None
     if reported is not None:
         return reported[0], f"usage.{reported[1]}"
-    if endpoint is None:
+    if api is None:
         return None, "usage reports no reasoning tokens and there is no tokenize endpoint to count with"
-    exchange = await raw.post(endpoint, {"model": model, "prompt": reply.reasoning, "add_special_tokens": False},
-                              stream=False)
-    body = exchange.body if isinstance(exchange.body, dict) else {}
-    count = body.get("count")
-    if exchange.status == 200 and isinstance(count, int):
-        return count, f"POST {endpoint} of the reasoning text"
-    return None, f"POST {endpoint} could not count the reasoning: {exchange.describe_failure()}"
+    exchange = await raw.post(api.endpoint, api.text_request(model, reply.reasoning), stream=False)
+    count = api.count_in(exchange.body)
+    if exchange.status == 200 and count is not None:
+        return count, f"POST {api.endpoint} of the reasoning text"
+    return None, f"POST {api.endpoint} could not count the reasoning: {exchange.describe_failure()}"
 
 
 def budget_problem(reply: Reply, tokens: int | None, budget: int, field: str) -> str | None:
@@ -77,8 +76,8 @@ async def probe_thinking_budget(context: ProbeContext) -> Probe:
         return Probe("thinking_budget", *reply)
     if not reply.reasoning.strip():
         return Probe("thinking_budget", "not_served", "no reasoning in the reply: nothing for a budget to limit")
-    tokens, counted = await count_reasoning_tokens(reply, context.raw, context.model,
-                                                   profile.tokenize_endpoint)
+    api = TokenizeApi(profile.tokenize_endpoint, profile.tokenize_body) if profile.tokenize_endpoint else None
+    tokens, counted = await count_reasoning_tokens(reply, context.raw, context.model, api)
     if tokens is None:
         return Probe("thinking_budget", "not_probed", cap(f"the reasoning's tokens cannot be counted: {counted}"))
     problem = budget_problem(reply, tokens, DEFAULT_THINKING_BUDGET, field)

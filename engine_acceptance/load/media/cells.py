@@ -29,7 +29,7 @@ from typing import Any
 
 from engine_acceptance.media import library as media
 from engine_acceptance.wire.types import EngineTarget
-from engine_acceptance.load.generator import LoadGenerator, RawRequest, analyse_round, replay_events
+from engine_acceptance.load.generator import LoadGenerator, RawRequest, analyse_round, connection_note, replay_events
 from engine_acceptance.media.messages import colors_named
 from engine_acceptance.wire.media_parts import media_part, user_turn
 from engine_acceptance.load.metrics import CellSummary, RequestRecord, RoundSummary, request_samples, summarize_cell
@@ -284,6 +284,8 @@ async def measure_media_cell(target: EngineTarget, cell: MediaCell, *, content_t
     answered = 0
     warmup = None
     around = RoundCounters(counters)
+    if note := connection_note(target):
+        say(f"{cell.key}: {note}")
     async with LoadGenerator(target, cell.concurrency, path="/chat/completions") as generator:
         raw = await generator.round([body] * cell.warmup_requests)
         _, warmup = analyse_round(raw, chat=True)
