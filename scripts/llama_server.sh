@@ -47,10 +47,12 @@
 #   same prompt with and without), no call is parsed and tool_choice "required" forces nothing:
 #   the tool checks run and record that (fixtures/expectations/gemma3-270m-llama-server.yaml).
 #   Without --jinja any request with tools is answered 500 "tools param requires --jinja flag".
-#   --reasoning-format none: Gemma 3 has no thinking mode and its template no thought tags;
-#   the default ("auto") would move any <think>…</think> the model writes out of content into
-#   reasoning_content, a reasoning field for a model that does not reason. With none, what
-#   the model writes is its content, as vLLM serves this model (no reasoning parser).
+#   --reasoning-format none: what the model writes is its content. The template (shared with vLLM,
+#   whose qwen3 parser reads it) opens the model's turn with <think> when enable_thinking is true;
+#   llama-server b11312 finds no thought tags in this template to parse, so with thinking on the
+#   model's repeated <think> stays in content, with "none" and with "deepseek" alike (both tried,
+#   2026-12-05): discovery finds reasoning broken, and the reasoning checks are records
+#   (fixtures/expectations/gemma3-270m-llama-server.yaml).
 #   --metrics: GET /metrics in Prometheus text (llamacpp:*), off by default.
 #   No mmproj (--mmproj): the model is text only, so llama-server refuses image parts
 #   ("image input is not supported", HTTP 500: a record, fixtures/expectations/).

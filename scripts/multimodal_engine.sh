@@ -34,7 +34,7 @@
 #   scripts/real_engine.sh's (the suite skips them here with vLLM's own refusal).
 #
 # Environment (all optional; the EA_ENGINE_* of scripts/real_engine.sh apply, but the port):
-#   EA_MM_PORT               default port (8013)
+#   EA_MM_PORT               default port (8014)
 #   EA_MM_MAX_MODEL_LEN      context (default 8192)
 #   EA_ENGINE_EXTRA_ARGS     extra words appended to the server command line
 set -euo pipefail
@@ -50,7 +50,7 @@ MODEL_DIR="$EA_ENGINE_HOME/model/qwen2-vl-tiny"
 MODEL_PATH="$MODEL_DIR"
 MODEL_MARKER="$MODEL_DIR/.ea-engine-built"
 TEMPLATE="$HELPERS/qwen2_vl_tiny_chat_template.jinja"
-PORT="${EA_MM_PORT:-8013}"
+PORT="${EA_MM_PORT:-8014}"
 SERVED_MODEL_NAME=qwen2-vl-tiny
 # 8,192: vLLM warms its media processor up at start on the largest video this context holds
 # (minutes on two cores at 32,768); the suite's longest media prompt is two 1024x1024 images.

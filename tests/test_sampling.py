@@ -104,6 +104,14 @@ async def test_stop_string_ends_the_reply_and_is_not_included(chat, model_profil
     assert word not in reply.content, (
         f"stop {word!r}: the stop string is in the content: {short(reply.content)!r} (without stop: "
         f"{short(free.content)!r})")
+    before_word = free.content[:free.content.index(word)]
+    shared = min(len(reply.content), len(before_word))
+    if reply.finish_reason == "length" and reply.content[:shared] != before_word[:shared]:
+        # The stop string never came: the greedy reply went another way before it (an engine whose batches
+        # change greedy decoding, llama-server with parallel slots). Nothing tells whether stop works.
+        pytest.skip(f"stop {word!r} not judged: the greedy reply with stop differs from the one without it before "
+                    f"the word ({short(reply.content, 80)!r} against {short(free.content, 80)!r}), and ran to "
+                    "max_tokens without it")
     assert reply.finish_reason == "stop", (
         f"stop {word!r}: finish_reason is {reply.finish_reason!r}, not 'stop', for a reply the stop string ended: "
         f"{short(reply.content)!r}")
