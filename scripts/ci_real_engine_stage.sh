@@ -36,8 +36,8 @@
 #   checks took 159 s of its run at 2,048 tokens, 117 s at 1,024 (2026-12-04); on llama-server 30 s
 #   at 1,024 (2026-12-05). Pretrained Gemma 3 270M continues the document at every size tried (the
 #   records); the README's command runs recall at 7,000.
-# - vLLM's functional checks on six xdist workers, llama-server's on two: the same requests, as
-#   many in flight as each engine serves best. vLLM's CPU build batches its decoding (about 65 ms a
+# - vLLM's functional checks on six xdist workers, llama-server's on one (below, llama_workers):
+#   the same requests; vLLM gets as many in flight as it serves best. vLLM's CPU build batches its decoding (about 65 ms a
 #   token alone, 68 ms with four in flight): the text, sampling and tools checks took 139 s with four
 #   workers, 218 s with two (2026-12-03); its whole run 426 s with four, 383 s with six and recall
 #   at 1,024 tokens (2026-12-04). llama-server batches its four slots too (14 ms a token alone, 33 ms
@@ -77,9 +77,13 @@ cd "$(dirname "$0")/.."
 python_bin=${PYTHON:-.venv/bin/python}
 out=${EA_REAL_ENGINE_OUT:-real-engine-results}
 recall_tokens=${EA_RECALL_TOKENS:-1024}
-# llama-server's functional checks in flight at once: its slots batch their decoding (-np 4), the
-# machine has two cores (see the top).
-llama_workers=${EA_LLAMA_SERVER_WORKERS:-2}
+# llama-server's functional checks in flight at once: one. Its slots batch their decoding (-np 4), but
+# a greedy reply decoded beside another request may take another token there (llama.cpp is not
+# bit-identical across batch sizes: its engine profile's greedy_depends_on_batch), and with two in
+# flight the same run read differently twice on 2026-12-05 (a recall key found by chance, the 240
+# question's thinking-on sample): a record's strict outcome must not depend on which checks share a
+# batch. The load cells still batch (concurrency 4).
+llama_workers=${EA_LLAMA_SERVER_WORKERS:-1}
 # The converted model's tokenizer (scripts/real_engine.sh puts it there).
 tokenizer=${EA_TOKENIZER:-${EA_ENGINE_HOME:-$HOME/.cache/engine-acceptance/real-engine}/model/gemma-3-270m/tokenizer.json}
 # The open-loop SLO cell (issue 18): 8 requests of 128/32 (after 4 warm-up ones), Poisson, seed 0, at half the rate

@@ -140,6 +140,11 @@ class EngineProfile:
         return bool(self.features.get("closes_connection_after_stream"))
 
     @property
+    def greedy_depends_on_batch(self) -> bool:
+        """Whether a greedy reply may change with the batch it is decoded in (``features.greedy_depends_on_batch``)."""
+        return bool(self.features.get("greedy_depends_on_batch"))
+
+    @property
     def error_shape(self) -> str:
         """How a refusal's body is shaped: ``nested`` (OpenAI's, the default) or ``flat`` (SGLang's)."""
         return self.features.get("error_shape") or "nested"

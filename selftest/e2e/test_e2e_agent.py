@@ -173,3 +173,23 @@ def test_a_reasoning_that_uses_up_max_tokens_is_named_so_by_every_check_that_rea
                 for path in (pytester.path / "allure-results").glob("*-result.json")
                 if json.loads(path.read_text(encoding="utf-8"))["status"] == "failed"]
     assert messages and {failure_category(message) for message in messages} == {"Reasoning used up max_tokens"}
+
+
+def test_an_engine_whose_greedy_replies_depend_on_the_batch_skips_the_batch_comparison_saying_so(
+        pytester: pytest.Pytester) -> None:
+    # llama.cpp's parallel slots: a batched greedy reply may differ from the same request alone whatever the
+    # cache does. The batch check skips in the profile's words; warm against cold, one at a time, still fails.
+    text = suite_path("fixtures", "profiles", "engines", "generic.yaml").read_text(encoding="utf-8")
+    assert "\nfeatures:\n" in text
+    engines = pytester.path / "team" / "engines"
+    engines.mkdir(parents=True)
+    (engines / "batch-variant.yaml").write_text(
+        text.replace("name: generic", "name: batch-variant", 1).replace(
+            "\nfeatures:\n", "\nfeatures:\n  greedy_depends_on_batch: true\n", 1), encoding="utf-8")
+    result, outcomes = run_suite(pytester, *ONE_SAMPLE, UNPROFILED, "-m", "prefix_cache", "--engine", "batch-variant",
+                                 f"--profiles-dir={pytester.path / 'team'}", "--inject", "prefix-cache-changes-answer")
+    assert result.ret == 1 and failed(outcomes) == WARM_EQUALS_COLD, result.stdout.str()[-3000:]
+    batch = EQUALITY - WARM_EQUALS_COLD
+    assert {outcomes[test] for test in batch} == {"skipped"}, outcomes
+    result.stdout.fnmatch_lines(["*engine profile 'batch-variant' says a greedy reply may change with the batch it is "
+                                 "decoded in (features.greedy_depends_on_batch)*"])
