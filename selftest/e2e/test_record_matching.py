@@ -879,6 +879,18 @@ SHIPPED = {
         "'{\\n    \"name\": \"Person 1\",\\n    \"age\": 100\\n  }'",
         ["AssertionError: reasoning markers ['<think>'] in the JSON content: '<think>{}'",
          "Failed: streamed request to http://h/v1/chat/completions failed: HTTP 500: {}"]),
+    "gemma3-270m-llama-server.yaml#21": (
+        "sample 1: in a 1,024-token prompt: the code at 50% depth, jade-50-1-473115, is missing",
+        ["sample 1: the answer holds no JSON object (the reply was cut at max_tokens): '<document>…'",
+         "sample 1: in a 1,024-token prompt: the code at 50% depth is wrong: jade-50-1-473116 instead of "
+         "jade-50-1-473115"]),
+    "gemma3-270m-llama-server.yaml#22": (
+        "AssertionError: thinking enabled: 0/1 correct answers to the 240 question (answers: 36; contents: "
+        "['一个仓库有240件货物，先发走15%，又入库36件…\\n<think>\\n…']) [trials: 0/1 passed, rule: all 1]",
+        ["AssertionError: thinking enabled, yet the reasoning field (reasoning / reasoning_content) is empty",
+         "AssertionError: thinking enabled: 0/1 correct answers to the 240 question; the reasoning used up max_tokens "
+         "(128 completion tokens, finish_reason 'length') before any answer: content is empty after 301 characters "
+         "of reasoning [trials: 0/1 passed, rule: all 1]"]),
     "llama-server-b11312-contract.yaml#14": (
         "image found broken by capability discovery (pure-red-512.png: HTTP 500: image input is not supported - hint: "
         "if this is unexpected, you may need to provide the mmproj); the engine's handling of bordered-red-512.png: the "
