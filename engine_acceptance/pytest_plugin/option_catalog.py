@@ -35,7 +35,8 @@ CONVENTIONS = ("vllm", "sglang")
 REFERENCE_LIMITS = {"text-only": ("text_only", True), "no-tool-parser": ("tool_parser", False),
                     "no-tokenize": ("tokenize", False), "no-reasoning": ("reasoning", False),
                     "no-structured-outputs": ("structured_outputs", False),
-                    "no-responses": ("responses", False), "no-prefix-cache": ("prefix_cache", False)}
+                    "no-responses": ("responses", False), "no-prefix-cache": ("prefix_cache", False),
+                    "reasoning-on-request": ("reasoning_by_default", False)}
 
 
 def engine_url(raw: str) -> str:

@@ -5,7 +5,7 @@
         [--ttft-ms MS] [--tpot-ms MS] [--prefill-ms-per-1k MS] [--batch-slowdown F]
         [--knee-inflight N --tpot-per-inflight-ms MS]
         [--stream-chunk-tokens N] [--text-only] [--no-tool-parser] [--no-tokenize]
-        [--no-reasoning] [--no-structured-outputs] [--no-responses] [--no-prefix-cache]
+        [--no-reasoning | --reasoning-on-request] [--no-structured-outputs] [--no-responses] [--no-prefix-cache]
         [--spec-decode-acceptance F | --no-spec-decode]
     python -m engine_acceptance.reference_engine --export-tokenizer tokenizer.json
 
@@ -88,6 +88,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
                         help="No /tokenize or /detokenize endpoint: they answer 404 like a server without them")
     parser.add_argument("--no-reasoning", action="store_true",
                         help="Serve a model that never reasons, whatever the request asks")
+    parser.add_argument("--reasoning-on-request", action="store_true",
+                        help="The model reasons only when a switch turns thinking on (enable_thinking, thinking or "
+                             "thinking_mode), as vLLM's qwen3 parser with thinking off by default")
     parser.add_argument("--no-structured-outputs", action="store_true",
                         help="No structured-output backend: a json_schema or json_object response_format gets a 400")
     parser.add_argument("--no-responses", action="store_true",
@@ -170,6 +173,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             tool_parser=not args.no_tool_parser,
             tokenize=not args.no_tokenize,
             reasoning=not args.no_reasoning,
+            reasoning_by_default=not args.reasoning_on_request,
             structured_outputs=not args.no_structured_outputs,
             responses=not args.no_responses,
             prefix_cache=not args.no_prefix_cache,

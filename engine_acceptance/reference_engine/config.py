@@ -95,6 +95,9 @@ class ReferenceEngineConfig:
     tool_parser: bool = True
     tokenize: bool = True
     reasoning: bool = True
+    # Whether the model reasons when no switch says so; False: only a switch that turns thinking on does
+    # (vLLM's qwen3 parser with --default-chat-template-kwargs '{"enable_thinking": false}', as CI's vLLM serves).
+    reasoning_by_default: bool = True
     # A server without a structured-output backend refuses response_format json_schema/json_object (400).
     structured_outputs: bool = True
     # A server without the Responses API answers POST /v1/responses with 404 Not Found.

@@ -163,6 +163,7 @@ class DefectHooks:
     def thinking_budget(self, budget: int | None) -> int | None:
         """The reasoning budget the engine applies to a request that asked for `budget` tokens."""
         return None if "thinking-budget-ignored" in self.active else budget
+
     def template_messages(self, messages: Sequence[Any]) -> Sequence[Any]:
         """The conversation as the chat template renders it into the prompt usage and /tokenize count."""
         if "template-drops-messages" in self.active:

@@ -184,6 +184,7 @@ def start_reference_engine(
     tool_parser: bool = True,
     tokenize: bool = True,
     reasoning: bool = True,
+    reasoning_by_default: bool = True,
     structured_outputs: bool = True,
     responses: bool = True,
     prefix_cache: bool = True,
@@ -221,6 +222,8 @@ def start_reference_engine(
         command += ["--no-tokenize"]
     if not reasoning:
         command += ["--no-reasoning"]
+    if not reasoning_by_default:
+        command += ["--reasoning-on-request"]
     if not structured_outputs:
         command += ["--no-structured-outputs"]
     if not responses:

@@ -35,6 +35,13 @@ __all__ = [
 ]
 
 
+def thinking_asked_for(chat_template_kwargs: Mapping[str, Any] | None) -> bool:
+    """Whether a request's switch turns thinking on (not merely leaves it at the default)."""
+    kwargs = chat_template_kwargs or {}
+    return (kwargs.get("enable_thinking") is True or kwargs.get("thinking") is True
+            or kwargs.get("thinking_mode") in ("enabled", "adaptive"))
+
+
 def decide_thinking(
     chat_template_kwargs: Mapping[str, Any] | None,
     top_level_effort: str | None,

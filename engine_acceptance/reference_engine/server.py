@@ -57,7 +57,7 @@ from .protocol import (
 )
 from .prometheus import metrics_handler
 from . import responses_api
-from .responder import decide_thinking, respond
+from .responder import decide_thinking, respond, thinking_asked_for
 from .tools import (
     generate_tool_calls,
     parse_tool_request,
@@ -354,6 +354,9 @@ class ReferenceEngine:
         )
         if not self.config.reasoning:
             # A model that never reasons: no switch or effort turns it on.
+            thinking = dataclasses.replace(thinking, enabled=False)
+        elif not self.config.reasoning_by_default and not thinking_asked_for(req.chat_template_kwargs):
+            # Reasoning on request only: without a switch that turns it on, the model answers directly.
             thinking = dataclasses.replace(thinking, enabled=False)
         reasoning_budget = self.hooks.thinking_budget(req.thinking_budget)
         requested_tools = parse_tool_request(req.raw)

@@ -193,3 +193,19 @@ def test_an_engine_whose_greedy_replies_depend_on_the_batch_skips_the_batch_comp
     assert {outcomes[test] for test in batch} == {"skipped"}, outcomes
     result.stdout.fnmatch_lines(["*engine profile 'batch-variant' says a greedy reply may change with the batch it is "
                                  "decoded in (features.greedy_depends_on_batch)*"])
+
+
+def test_a_budget_is_probed_and_checked_where_the_model_reasons_only_when_a_switch_asks(
+        pytester: pytest.Pytester) -> None:
+    # CI's vLLM: the qwen3 parser, thinking off unless enable_thinking turns it on. A plain request has no
+    # reasoning; the probe turns it on with the known switches (it once read "not served" here).
+    budget = "test_reasoning_budget.py::test_reasoning_stays_within_the_thinking_budget_and_the_answer_still_comes"
+    common = (*ONE_SAMPLE, UNPROFILED, "--reference-serves=reasoning-on-request", "-m", "thinking", "-k", "budget")
+    result, outcomes = run_suite(pytester, *common)
+    assert result.ret == 0 and {outcomes[test] for test in _both(budget)} == {"passed"}, result.stdout.str()[-3000:]
+    result.stderr.fnmatch_lines(["*probed in*thinking_budget served*"])
+    verdict = json.loads((pytester.path / "gate.json").read_text(encoding="utf-8"))
+    assert " with enable_thinking on: " in verdict["discovery"]["probes"]["thinking_budget"]["evidence"], verdict["discovery"]
+    result, outcomes = run_suite(pytester, *common, "--inject", "thinking-budget-ignored")
+    assert result.ret == 1, result.stdout.str()[-3000:]
+    result.stdout.fnmatch_lines(["*the thinking budget is not applied*"])

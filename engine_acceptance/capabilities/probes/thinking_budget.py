@@ -8,7 +8,9 @@ with a budget of :data:`DEFAULT_THINKING_BUDGET` tokens and room for an answer a
 * reasoning within the budget (plus the end-of-thinking marker an engine forces), then an answer: **served**;
 * reasoning past the budget, or no answer after it: **broken** (an engine that ignores the field
   looks the same as one that takes none: the evidence names ``--not-served thinking_budget``);
-* no reasoning at all: **not served** (a model that does not reason has nothing to budget).
+* no reasoning at all, as asked nor with any known thinking switch turned on: **not served** (a model
+  that does not reason has nothing to budget). A deployment that reasons only when a switch asks (vLLM's
+  qwen3 parser with thinking off by default) is probed with the first switch that turns it on.
 
 The reasoning's tokens are what the reply's usage reports (``completion_tokens_details.reasoning_tokens``,
 SGLang's top-level ``reasoning_tokens``: ``REASONING_TOKENS_PATHS``) where the engine reports them, else
@@ -17,9 +19,12 @@ the engine's tokenize endpoint counts the reasoning text.
 
 from __future__ import annotations
 
+from typing import Any
+
 from engine_acceptance.capabilities.probes.base import Probe, ProbeContext, cap, chat_body, readable_reply
+from engine_acceptance.capabilities.probes.chat_features import THINKING_SWITCHES
 from engine_acceptance.capabilities.registry import stated_intent
-from engine_acceptance.profiles.request_options import with_thinking_budget
+from engine_acceptance.profiles.request_options import deep_merge, with_thinking_budget
 from engine_acceptance.wire.client import RawStreamingClient
 from engine_acceptance.wire.reassembly import REASONING_TOKENS_PATHS, Reply
 from engine_acceptance.wire.tokenize_api import TokenizeApi
@@ -63,6 +68,24 @@ def budget_problem(reply: Reply, tokens: int | None, budget: int, field: str) ->
     return None
 
 
+async def _reasoning_reply(context: ProbeContext, body: dict[str, Any]) -> tuple[Reply | tuple[str, str], str]:
+    """The budget question's reply, and how reasoning was turned on ("" as sent).
+
+    A deployment that reasons only when asked (vLLM's qwen3 parser with thinking off by default) gives
+    no reasoning to a plain request: the known switches are tried in turn, the first reply that reasons
+    is the one judged. A switch the deployment refuses is the thinking_modes probe's to judge.
+    """
+    reply = readable_reply(await context.chat.chat(body, stream=False), "thinking_budget", context.rules)
+    if isinstance(reply, tuple) or reply.reasoning.strip():
+        return reply, ""
+    for switch in THINKING_SWITCHES:
+        answer = readable_reply(await context.chat.chat(deep_merge(body, switch.enabled), stream=False),
+                                "thinking_budget", context.rules)
+        if not isinstance(answer, tuple) and answer.reasoning.strip():
+            return answer, f" with {switch.name} on"
+    return reply, ""
+
+
 async def probe_thinking_budget(context: ProbeContext) -> Probe:
     profile = context.engine_profile
     field = profile.thinking_budget_field
@@ -71,11 +94,12 @@ async def probe_thinking_budget(context: ProbeContext) -> Probe:
                      f"engine profile {profile.name!r} names no thinking_budget_field: no way to send a budget")
     body = with_thinking_budget(chat_body([{"role": "user", "content": _QUESTION}],
                                           DEFAULT_THINKING_BUDGET + ANSWER_ROOM), profile, DEFAULT_THINKING_BUDGET)
-    reply = readable_reply(await context.chat.chat(body, stream=False), "thinking_budget", context.rules)
+    reply, switched = await _reasoning_reply(context, body)
     if isinstance(reply, tuple):
         return Probe("thinking_budget", *reply)
     if not reply.reasoning.strip():
-        return Probe("thinking_budget", "not_served", "no reasoning in the reply: nothing for a budget to limit")
+        return Probe("thinking_budget", "not_served", "no reasoning in the reply, with or without a known thinking "
+                                                      "switch: nothing for a budget to limit")
     api = TokenizeApi(profile.tokenize_endpoint, profile.tokenize_body) if profile.tokenize_endpoint else None
     tokens, counted = await count_reasoning_tokens(reply, context.raw, context.model, api)
     if tokens is None:
@@ -83,6 +107,6 @@ async def probe_thinking_budget(context: ProbeContext) -> Probe:
     problem = budget_problem(reply, tokens, DEFAULT_THINKING_BUDGET, field)
     if problem is not None:
         return Probe("thinking_budget", "broken", f"{cap(problem, 140)}; {stated_intent('thinking_budget')}")
-    return Probe("thinking_budget", "served", cap(f"{field}={DEFAULT_THINKING_BUDGET}: reasoning of {tokens} tokens "
+    return Probe("thinking_budget", "served", cap(f"{field}={DEFAULT_THINKING_BUDGET}{switched}: reasoning of {tokens} tokens "
                                                   f"({counted}), then the answer {reply.content.strip()!r}"),
                  {"field": field})
