@@ -50,7 +50,7 @@ def _part_type_or_skip(part: str, engine_profile: EngineProfile) -> str:
     """The content-part type `part` media is sent in; skips the check when the engine profile cannot say."""
     content_type = _content_type(part, engine_profile)
     if content_type is None:
-        pytest.skip(_no_video_reason(engine_profile))
+        pytest.skip(engine_profile.no_video_reason())
     return content_type
 
 

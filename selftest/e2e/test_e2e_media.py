@@ -218,3 +218,13 @@ def test_the_generic_engine_profile_probes_video_and_one_naming_no_way_to_send_i
     assert (row["discovered"], row["result"]) == ("not_probed", f"not tested: {why}"), row
     result.stdout.fnmatch_lines(["video * not probed * not tested: not probed: engine profile 'plain-serve' names no "
                                  "video content type*", "GATE: PASS"])
+
+
+def test_corrupt_video_cases_skip_in_the_profiles_words_where_no_video_can_be_sent(pytester: pytest.Pytester) -> None:
+    # An engine profile naming no video content type (llama-cpp-python's): each video case says why it is not sent.
+    result, outcomes = run_suite(pytester, *FAST, "-m", "corrupt_media", "--engine", ENGINE_WITHOUT_VIDEO,
+                                 "--profiles-dir", engine_without_video(pytester.path / "team"))
+    assert not failed(outcomes), result.stdout.str()[-3000:]
+    video_cases = {test for test in outcomes if "many-videos" in test or "mp4" in test}
+    assert video_cases and {outcomes[test] for test in video_cases} == {"skipped"}, outcomes
+    result.stdout.fnmatch_lines([f"*engine profile '{ENGINE_WITHOUT_VIDEO}' names no video content type*"])
