@@ -45,6 +45,7 @@ from engine_acceptance.assertions import (
     short,
 )
 from engine_acceptance.profiles.profile import EngineProfile, ModelProfile
+from engine_acceptance.profiles.request_options import with_thinking_mode
 from engine_acceptance.profiles.tool_schemas import load_tool
 from engine_acceptance.wire.reassembly import Reply
 from engine_acceptance.wire.token_count import ServerTokenCounter, TokenCountError
@@ -113,8 +114,8 @@ def _assistant(reply: Reply, engine_profile: EngineProfile) -> dict[str, Any]:
 
 
 async def _run_loop(chat, prompts: dict[str, Any], tool: dict[str, Any], engine_profile: EngineProfile,
-                    model_profile: ModelProfile, stream: bool) -> list[Turn]:
-    """The loop's three requests, each sent with the history the turns before it made."""
+                    model_profile: ModelProfile, stream: bool, thinking: str | None = None) -> list[Turn]:
+    """The loop's three requests, each sent with the history the turns before it made (in `thinking` mode)."""
     case = prompts["agent"]
     max_tokens = _max_tokens(prompts, model_profile)
     turns: list[Turn] = []
@@ -122,7 +123,10 @@ async def _run_loop(chat, prompts: dict[str, Any], tool: dict[str, Any], engine_
                                       {"role": "user", "content": case["ask"]}]
 
     async def turn(label: str) -> Reply:
-        exchange = await chat(_body(messages, tool, max_tokens, stream), stream=stream, label=label)
+        body = _body(messages, tool, max_tokens, stream)
+        if thinking is not None:
+            body = with_thinking_mode(body, model_profile, thinking)
+        exchange = await chat(body, stream=stream, label=label)
         if not exchange.ok or exchange.reply is None:
             raise AssertionError(f"{label}: the engine refused the history the loop built "
                                  f"({len(messages)} messages): {exchange.describe_failure()}")
@@ -174,9 +178,14 @@ async def test_agent_loop_answers_from_the_tool_results_over_four_turns(chat, pr
 @pytest.mark.requires("tools", "reasoning")
 async def test_agent_loop_keeps_reasoning_apart_from_content_in_every_turn(chat, prompts, weather_tool, engine_profile,
                                                                            model_profile, stream) -> None:
+    thinking = None
     if not model_profile.reasoning_default_on:
-        pytest.skip(f"model profile {model_profile.name!r} says the model does not reason by default")
-    turns = await _run_loop(chat, prompts, weather_tool, engine_profile, model_profile, stream)
+        # A deployment that reasons only when asked (thinking off by default): every turn asks, as its clients do.
+        if "enabled" not in model_profile.thinking_modes:
+            pytest.skip(f"model profile {model_profile.name!r} says the model does not reason by default, and no "
+                        "'enabled' thinking mode turns it on")
+        thinking = "enabled"
+    turns = await _run_loop(chat, prompts, weather_tool, engine_profile, model_profile, stream, thinking)
     problems = []
     for turn in turns:
         leaked = markers_found(turn.reply.content, model_profile.reasoning_markers)

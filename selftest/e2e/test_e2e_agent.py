@@ -209,3 +209,11 @@ def test_a_budget_is_probed_and_checked_where_the_model_reasons_only_when_a_swit
     result, outcomes = run_suite(pytester, *common, "--inject", "thinking-budget-ignored")
     assert result.ret == 1, result.stdout.str()[-3000:]
     result.stdout.fnmatch_lines(["*the thinking budget is not applied*"])
+
+
+def test_the_loop_asks_for_reasoning_where_the_model_reasons_only_when_a_switch_asks(pytester: pytest.Pytester) -> None:
+    # It skipped there as "does not reason by default"; the discovered 'enabled' mode turns it on in every turn.
+    check = "test_agent_loop.py::test_agent_loop_keeps_reasoning_apart_from_content_in_every_turn"
+    result, outcomes = run_suite(pytester, *ONE_SAMPLE, UNPROFILED, "--reference-serves=reasoning-on-request",
+                                 "-m", "agent", "-k", "keeps_reasoning")
+    assert result.ret == 0 and {outcomes[test] for test in _both(check)} == {"passed"}, result.stdout.str()[-3000:]

@@ -891,6 +891,18 @@ SHIPPED = {
          "AssertionError: thinking enabled: 0/1 correct answers to the 240 question; the reasoning used up max_tokens "
          "(128 completion tokens, finish_reason 'length') before any answer: content is empty after 301 characters "
          "of reasoning [trials: 0/1 passed, rule: all 1]"]),
+    "gemma3-270m-llama-server.yaml#23": (
+        "AssertionError: turn 1: the model called no tool for '请调用 get_weather 查询广州和北京的天气，然后告诉我哪个城市更暖和。', so "
+        "the loop cannot go on: content '<think>\\n<think>\\n…'",
+        ["AssertionError: turn 2, after the tool results: the reasoning field (reasoning / reasoning_content) is empty",
+         "AssertionError: turn 1, the ask: the engine refused the history the loop built (2 messages): HTTP 500: {}"]),
+    "gemma3-270m-vllm-cpu.yaml#23": (
+        "AssertionError: turn 1: the model called no tool for '请调用 get_weather 查询广州和北京的天气，然后告诉我哪个城市更暖和。', so "
+        "the loop cannot go on: the reasoning used up max_tokens (128 completion tokens, finish_reason 'length') before "
+        "any answer: content is empty after 300 characters of reasoning",
+        ["AssertionError: turn 3, the follow-up: reasoning markers ['</think>'] in content, with </think> in the prompt "
+         "(the system prompt, the history): '</think>x'",
+         "AssertionError: turn 1, the ask: the engine refused the history the loop built (2 messages): HTTP 500: {}"]),
     "llama-server-b11312-contract.yaml#14": (
         "image found broken by capability discovery (pure-red-512.png: HTTP 500: image input is not supported - hint: "
         "if this is unexpected, you may need to provide the mmproj); the engine's handling of bordered-red-512.png: the "
