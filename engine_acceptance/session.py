@@ -114,12 +114,6 @@ class AcceptanceSession:
         return discovery_lead(capability, plan.evidence)
 
     @property
-    def tokenize_endpoint(self) -> str | None:
-        """The engine's tokenize path, or None when it has none: read this, not the engine profile."""
-        api = self.tokenize_api
-        return api.endpoint if api is not None else None
-
-    @property
     def tokenize_api(self) -> TokenizeApi | None:
         """The engine's tokenize route and the body it takes, or None when it has none.
 
@@ -132,8 +126,7 @@ class AcceptanceSession:
             if probe.state != "served":
                 return None
             return TokenizeApi(probe.settings["endpoint"], probe.settings.get("body") or self.engine_profile.tokenize_body)
-        endpoint = self.engine_profile.tokenize_endpoint
-        return TokenizeApi(endpoint, self.engine_profile.tokenize_body) if endpoint else None
+        return self.engine_profile.tokenize_api
 
     @property
     def no_tokenize_reason(self) -> str:

@@ -27,6 +27,7 @@ from engine_acceptance.profiles.sources import SHIPPED, ProfileError, data_files
 from engine_acceptance.resources import read_yaml
 from engine_acceptance.wire.readiness import RouteField
 from engine_acceptance.wire.reassembly import CACHED_TOKENS_PATH
+from engine_acceptance.wire.tokenize_api import TokenizeApi
 
 __all__ = [
     "DATA_ROOT",
@@ -85,6 +86,11 @@ class EngineProfile:
     @property
     def tokenize_endpoint(self) -> str | None:
         return self.features.get("tokenize_endpoint")
+
+    @property
+    def tokenize_api(self) -> TokenizeApi | None:
+        """The tokenize route this profile names and the body it takes; None when it names none."""
+        return TokenizeApi(self.tokenize_endpoint, self.tokenize_body) if self.tokenize_endpoint else None
 
     @property
     def video_content_type(self) -> str | None:

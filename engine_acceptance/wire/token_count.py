@@ -14,7 +14,7 @@ Two sources, and every count says which one it came from:
 * :class:`LocalTokenCounter`: a ``tokenizer.json`` loaded with the ``tokenizers``
   library (``--tokenizer PATH``). Fast, and needs no engine.
 * :class:`ServerTokenCounter`: the engine's ``POST /tokenize`` (vLLM, SGLang; the
-  session's ``tokenize_endpoint`` says where, when the engine serves one). It can also count a
+  session's ``tokenize_api`` says where, when the engine serves one). It can also count a
   whole conversation as the engine's chat template renders it
   (:meth:`ServerTokenCounter.count_conversation`), which is what ``usage.prompt_tokens``
   must equal.

@@ -97,8 +97,8 @@ def test_a_tokenize_endpoint_answering_500_fails_the_gate_and_is_never_called_ab
                                 consecutive=False)
     skips = {entry["reason"] for entry in verdict["skipped"]}
     assert any(reason.startswith(broken) for reason in skips), skips
-    result.stdout.fnmatch_lines([f"tokenize *broken *FAIL: broken (discovered): POST /tokenize: HTTP 500: Internal*",
-                                 f"  GATE FAILURE: capability 'tokenize' is broken*", "GATE: FAIL*"])
+    result.stdout.fnmatch_lines(["tokenize *broken *FAIL: broken (discovered): POST /tokenize: HTTP 500: Internal*",
+                                 "  GATE FAILURE: capability 'tokenize' is broken*", "GATE: FAIL*"])
 
 
 def test_a_required_capability_whose_only_passes_found_nothing_to_look_at_is_known_broken(

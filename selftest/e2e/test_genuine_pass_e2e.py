@@ -21,58 +21,27 @@ from suite_runner import ENGINE_WITHOUT_VIDEO, engine_without_video, run_suite
 e2e = pytest.mark.e2e
 
 # Every image check, recorded as what the model answers about an image the engine dropped: each
-# problem in the check's own words (a record is matched without the discovery lead every failure carries).
-DROPPED_IMAGE_RECORDS = """
-records:
-  - check: "test_image.py::test_chart_values_are_read_and_the_dropping_quarter_is_named[*]"
-    engine: vllm
-    model: "^reference-model$"
-    reason: the engine answers images 200 but drops them (injected for the self-test)
-    source: selftest
-    date: "2026-12-02"
-    failure:
-      message: 'expected the values Q1=120, Q2=90, Q3=150 in this order; the answer has the numbers \\[\\]'
-  - check: "test_image.py::test_chart_values_are_read_and_the_dropping_quarter_is_named[*]"
-    engine: vllm
-    model: "^reference-model$"
-    reason: the engine answers images 200 but drops them (injected for the self-test)
-    source: selftest
-    date: "2026-12-02"
-    failure:
-      message: 'expected Q2 named as the quarter that dropped from the one before'
-  - check: "test_image.py::test_color_of_the_largest_area_is_named[*]"
-    engine: vllm
-    model: "^reference-model$"
-    reason: the engine answers images 200 but drops them (injected for the self-test)
-    source: selftest
-    date: "2026-12-02"
-    failure:
-      message: 'expected the largest area of bordered-\\w+-\\d+\\.png named \\w+ .*; the answer names no colour'
-  - check: "test_image.py::test_pure_color_image_is_named_by_its_color[*]"
-    engine: vllm
-    model: "^reference-model$"
-    reason: the engine answers images 200 but drops them (injected for the self-test)
-    source: selftest
-    date: "2026-12-02"
-    failure:
-      message: 'pure-\\w+-512\\.png is one single colour, \\w+ .*; the answer names no colour'
-  - check: "test_image.py::test_two_images_in_one_request_are_read_in_order[*]"
-    engine: vllm
-    model: "^reference-model$"
-    reason: the engine answers images 200 but drops them (injected for the self-test)
-    source: selftest
-    date: "2026-12-02"
-    failure:
-      message: 'expected the images\\S* main colours in order, red then blue; the answer names no colour'
-  - check: "test_image.py::test_the_image_is_counted_in_prompt_tokens_and_the_reply_completes[*]"
-    engine: vllm
-    model: "^reference-model$"
-    reason: the engine answers images 200 but drops them (injected for the self-test)
-    source: selftest
-    date: "2026-12-05"
-    failure:
-      message: 'usage.prompt_tokens is \\d+ with bordered-red-512\\.png and \\d+ without: the engine did not count'
-"""
+# problem in the check's own words (a record is matched without the discovery lead every failure carries):
+# (check, message pattern) pairs, one record each.
+DROPPED_IMAGE_PROBLEMS = (
+    ("test_chart_values_are_read_and_the_dropping_quarter_is_named",
+     "expected the values Q1=120, Q2=90, Q3=150 in this order; the answer has the numbers \\[\\]"),
+    ("test_chart_values_are_read_and_the_dropping_quarter_is_named",
+     "expected Q2 named as the quarter that dropped from the one before"),
+    ("test_color_of_the_largest_area_is_named",
+     "expected the largest area of bordered-\\w+-\\d+\\.png named \\w+ .*; the answer names no colour"),
+    ("test_pure_color_image_is_named_by_its_color",
+     "pure-\\w+-512\\.png is one single colour, \\w+ .*; the answer names no colour"),
+    ("test_two_images_in_one_request_are_read_in_order",
+     "expected the images\\S* main colours in order, red then blue; the answer names no colour"),
+    ("test_the_image_is_counted_in_prompt_tokens_and_the_reply_completes",
+     "usage.prompt_tokens is \\d+ with bordered-red-512\\.png and \\d+ without: the engine did not count"),
+)
+DROPPED_IMAGE_RECORDS = "records:\n" + "".join(
+    f'  - check: "test_image.py::{check}[*]"\n    engine: vllm\n    model: "^reference-model$"\n'
+    "    reason: the engine answers images 200 but drops them (injected for the self-test)\n"
+    f'    source: selftest\n    date: "2026-12-05"\n    failure:\n      message: \'{message}\'\n'
+    for check, message in DROPPED_IMAGE_PROBLEMS)
 
 
 def _rows(pytester: pytest.Pytester) -> tuple[dict, dict]:

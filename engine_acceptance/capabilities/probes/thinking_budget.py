@@ -100,8 +100,7 @@ async def probe_thinking_budget(context: ProbeContext) -> Probe:
     if not reply.reasoning.strip():
         return Probe("thinking_budget", "not_served", "no reasoning in the reply, with or without a known thinking "
                                                       "switch: nothing for a budget to limit")
-    api = TokenizeApi(profile.tokenize_endpoint, profile.tokenize_body) if profile.tokenize_endpoint else None
-    tokens, counted = await count_reasoning_tokens(reply, context.raw, context.model, api)
+    tokens, counted = await count_reasoning_tokens(reply, context.raw, context.model, profile.tokenize_api)
     if tokens is None:
         return Probe("thinking_budget", "not_probed", cap(f"the reasoning's tokens cannot be counted: {counted}"))
     problem = budget_problem(reply, tokens, DEFAULT_THINKING_BUDGET, field)
