@@ -170,7 +170,7 @@ def test_a_record_without_a_message_pattern_is_refused_naming_file_record_and_ch
 ENGINE_DEFECTS = {
     # llama-cpp-python 0.3.36: no usage in streams, n ignored, bounds unchecked, validation errors as 500,
     # json_schema unknown, images dropped unread without a CLIP model, tool-call deltas repeat the name.
-    **{f"llamacpp-0.3-contract.yaml#{index}": "engine contract" for index in (*range(0, 19), 20, 23)},
+    **{f"llamacpp-0.3-contract.yaml#{index}": "engine contract" for index in (*range(0, 19), 20, *range(23, 28))},
     # vLLM 0.32: a tool result without its call accepted (and so no error body), a grammar error in a 200 stream,
     # HTTP 500 for an image URL it cannot fetch (its media connector, whatever the model).
     **{f"vllm-0.32-contract.yaml#{index}": "engine contract" for index in (0, 1, 2, 5)},
